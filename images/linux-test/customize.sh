@@ -1,0 +1,38 @@
+#!/bin/sh
+# mmdebstrap customize hook for the linux-test guest: $1 is the new root.
+# CU_KEYS names the folder with the image's SSH host key and the runner's public key.
+set -eu
+root=$1
+here=$(cd "$(dirname "$0")" && pwd)
+
+cp -a "$here/rootfs/." "$root/"
+chmod 0440 "$root/etc/sudoers.d/cu"
+
+# The desktop user. Its password only matters for a screen locker; logins are by key.
+chroot "$root" useradd -m -s /bin/bash -G sudo,video,input,audio cu
+echo 'cu:cu' | chroot "$root" chpasswd
+chroot "$root" chown -R cu:cu /home/cu
+chmod 0755 "$root/home/cu/.xinitrc"
+install -d -m 0700 -o 1000 -g 1000 "$root/home/cu/.ssh"
+install -m 0600 -o 1000 -g 1000 "$CU_KEYS/client_key.pub" "$root/home/cu/.ssh/authorized_keys"
+
+# One pinned host key; sshd would otherwise make fresh keys nobody has recorded.
+rm -f "$root"/etc/ssh/ssh_host_*
+install -m 0600 "$CU_KEYS/ssh_host_ed25519_key" "$root/etc/ssh/"
+install -m 0644 "$CU_KEYS/ssh_host_ed25519_key.pub" "$root/etc/ssh/"
+
+chroot "$root" systemctl enable systemd-networkd ssh >/dev/null 2>&1
+# Nothing waits for a network that has no route out anyway.
+chroot "$root" systemctl mask systemd-networkd-wait-online.service apt-daily.timer \
+    apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer >/dev/null 2>&1
+
+# Kernel modules for hardware no VM here has (400 MB -> ~100 MB).
+for d in drivers/net/wireless drivers/net/ethernet drivers/media drivers/infiniband \
+         drivers/gpu/drm/amd drivers/gpu/drm/nouveau drivers/gpu/drm/i915 \
+         drivers/gpu/drm/radeon drivers/bluetooth drivers/scsi drivers/staging \
+         drivers/iio drivers/isdn sound net/bluetooth net/mac80211 net/wireless; do
+    rm -rf "$root"/lib/modules/*/kernel/$d
+done
+for k in "$root"/lib/modules/*; do chroot "$root" depmod "$(basename "$k")"; done
+chroot "$root" update-initramfs -u -k all >/dev/null
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*

@@ -1,0 +1,163 @@
+"""The image catalog: built golden images and their manifests.
+
+Layout under the catalog folder (``<cache>/images`` by default):
+
+    <name>/manifest.json   what the image is and how to reach it
+    <name>/disk.qcow2      the golden disk, read-only, never written
+    <name>/vmlinuz, initrd.img   for direct kernel boot (linux profile)
+    <name>/keys/           the runner's SSH key for this image and the pinned host key
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.errors import UsageError
+
+MANIFEST = "manifest.json"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ScreenSize(Frozen):
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+
+
+class SshAccess(Frozen):
+    """How the runner logs in to a linux guest."""
+
+    user: str
+    private_key: str = Field(description="path of the runner's private key, relative to the image folder")
+    host_key: str = Field(description="the guest's host public key, 'ssh-ed25519 AAAA...' (pinned)")
+    port: int = 22
+
+
+class Credentials(Frozen):
+    """The desktop user's account (for a screen locker or a GUI password prompt)."""
+
+    user: str
+    password: str
+
+
+class DirectBoot(Frozen):
+    """Kernel, initrd and command line booted by QEMU without a bootloader."""
+
+    kernel: str
+    initrd: str
+    cmdline: str
+
+
+class ImageManifest(Frozen):
+    name: str
+    profile: Literal["linux", "windows"]
+    disk: str = Field(description="golden disk file name, relative to the image folder")
+    disk_sha256: str
+    disk_bytes: int
+    boot: DirectBoot | None = Field(default=None, description="None: the disk's own firmware boot")
+    screen: ScreenSize
+    desktop_color: str | None = Field(
+        default=None, description="solid desktop background, '#rrggbb': the desktop is up when it shows"
+    )
+    pointer_offset: int = Field(
+        default=0,
+        description="pixels the guest's pointer lands short of where VNC aimed: QEMU and the guest each "
+        "truncate when scaling absolute coordinates; the display adds this back (measured per image)",
+    )
+    memory_mib: int = 1024
+    credentials: Credentials
+    ssh: SshAccess | None = None
+    built_at: datetime
+    build_seconds: float
+    builder: str = Field(description="cu-run version and recipe hash that built the image")
+    packages: list[str] = Field(default_factory=list, description="'name=version' of every package")
+
+
+class Image:
+    """A catalog entry: its manifest and the folder its files live in."""
+
+    def __init__(self, folder: Path, manifest: ImageManifest) -> None:
+        self.folder = folder
+        self.manifest = manifest
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def disk(self) -> Path:
+        return self.folder / self.manifest.disk
+
+    def path(self, relative: str) -> Path:
+        return self.folder / relative
+
+    def verify_disk(self) -> None:
+        """Raises UsageError when the golden disk is missing or not what was built."""
+        if not self.disk.is_file():
+            raise UsageError(
+                f"image {self.name}: golden disk {self.disk} is missing",
+                fix=f"rebuild it: cu-run image build {self.name} --force",
+            )
+        actual = sha256_file(self.disk)
+        if actual != self.manifest.disk_sha256:
+            raise UsageError(
+                f"image {self.name}: golden disk {self.disk} has sha256 {actual[:16]}..., "
+                f"the manifest says {self.manifest.disk_sha256[:16]}...; it was changed after the build",
+                fix=f"rebuild it: cu-run image build {self.name} --force",
+            )
+
+
+class Catalog:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    def images(self) -> list[Image]:
+        if not self.root.is_dir():
+            return []
+        found = []
+        for manifest in sorted(self.root.glob(f"*/{MANIFEST}")):
+            found.append(self._load(manifest))
+        return found
+
+    def find(self, name: str) -> Image | None:
+        manifest = self.folder(name) / MANIFEST
+        return self._load(manifest) if manifest.is_file() else None
+
+    def get(self, name: str) -> Image:
+        image = self.find(name)
+        if image is None:
+            known = ", ".join(i.name for i in self.images()) or "none"
+            raise UsageError(
+                f"no image named {name!r} in the catalog at {self.root} (built: {known})",
+                fix=f"build it: cu-run image build {name}",
+            )
+        return image
+
+    def _load(self, manifest: Path) -> Image:
+        try:
+            data = json.loads(manifest.read_text())
+            return Image(manifest.parent, ImageManifest.model_validate(data))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise UsageError(
+                f"image manifest {manifest} is not valid: {exc}",
+                fix=f"rebuild the image: cu-run image build {manifest.parent.name} --force",
+            ) from exc
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(4 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

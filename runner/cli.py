@@ -1,0 +1,213 @@
+"""The `cu-run` command line. Commands are thin: options -> settings -> one function."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from runner import __version__
+from runner.catalog import Catalog
+from runner.config import Settings
+from runner.errors import CuRunError, InfraError, UsageError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Run computer-use agents on local VMs, many at once, and score them.")
+image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
+vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
+app.add_typer(image_app, name="image")
+app.add_typer(vm_app, name="vm")
+
+out = Console()
+err = Console(stderr=True)
+
+CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_HOME",
+                                                  help="Image catalog and episode files [default: ~/.cache/cu-run]")]
+LibvirtUri = Annotated[Optional[str], typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
+                                                   help="libvirt connection [default: qemu:///system]")]
+AccelOpt = Annotated[str, typer.Option("--accel", help="auto (probe), kvm or tcg")]
+
+
+@app.command()
+def version() -> None:
+    """Print cu-run's version."""
+    out.print(__version__)
+
+
+@image_app.command("build")
+def image_build(
+    name: Annotated[str, typer.Argument(help="built-in image to build: linux-test")],
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Build a golden image into the catalog (reused when already built)."""
+    from runner.imagebuild import build_image
+
+    settings = Settings.resolve(cache_dir)
+    with err.status(f"building {name}") as status:
+        image, built = build_image(Catalog(settings.images_dir), name, force=force,
+                                   progress=lambda line: status.update(f"building {name}: {line}"))
+    m = image.manifest
+    verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
+    out.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
+
+
+@image_app.command("list")
+def image_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON array of manifests")] = False,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Show the image catalog."""
+    settings = Settings.resolve(cache_dir)
+    images = Catalog(settings.images_dir).images()
+    if as_json:
+        print(json.dumps([{**i.manifest.model_dump(mode="json", exclude={"packages"}),
+                           "packages": len(i.manifest.packages), "folder": str(i.folder)} for i in images], indent=2))
+        return
+    if not images:
+        out.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
+        return
+    table = Table("name", "profile", "disk", "screen", "built", "sha256")
+    for i in images:
+        m = i.manifest
+        table.add_row(m.name, m.profile, f"{m.disk_bytes / 2**20:.0f} MiB", f"{m.screen.width}x{m.screen.height}",
+                      m.built_at.strftime("%Y-%m-%d %H:%M"), m.disk_sha256[:16])
+    out.print(table)
+
+
+@app.command()
+def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
+    """Check that this host can run episodes; say how to fix what is missing."""
+    from runner.doctor import run_checks
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    with err.status("checking (the KVM probe boots a kernel; up to ~12 s)"):
+        checks = run_checks(settings)
+    table = Table("check", "status", "detail", "fix")
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+    for c in checks:
+        table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
+    out.print(table)
+    if any(c.status == "fail" for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
+def gc(
+    everything: Annotated[bool, typer.Option("--all", help="also remove VMs of runs still alive")] = False,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Remove the domains and overlays that crashed or killed runs left behind."""
+    from runner.gc import collect_garbage
+    from runner.hypervisor.libvirt_host import LibvirtHost
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    host = LibvirtHost(settings.libvirt_uri)
+    try:
+        report = collect_garbage(host, settings, everything=everything)
+    finally:
+        host.close()
+    for line in report.removed:
+        out.print(f"removed {line}")
+    for line in report.kept:
+        out.print(f"[dim]kept {line}[/]")
+    for line in report.failed:
+        err.print(f"[red]could not remove {line}[/]")
+    if not report.removed:
+        out.print("nothing to remove")
+    if report.failed:
+        raise typer.Exit(3)
+
+
+@vm_app.command("up")
+def vm_up(
+    image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON line with the endpoints")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the domain XML and exit")] = False,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Start one episode VM and keep it until Ctrl-C or SIGTERM, then remove it."""
+    from runner.session import open_vm, print_dry_run
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    if dry_run:
+        print(print_dry_run(settings, image, accel), end="")
+        return
+    with open_vm(settings, image, accel, status=err.status) as vm:
+        assert vm.endpoints is not None
+        if as_json:
+            print(json.dumps(vm.endpoints.as_json()), flush=True)
+        else:
+            e = vm.endpoints
+            out.print(f"[green]{e.domain} is up[/] (ready in {sum(vm.timings.phases.values()):.1f} s)\n"
+                      f"  screen: vncviewer {e.vnc.replace(':', '::')}\n"
+                      f"  shell:  ssh -i {e.ssh_key} -p {e.ssh_port} -o StrictHostKeyChecking=no {e.ssh_user}@{e.ssh_host}\n"
+                      "Ctrl-C stops and removes it.")
+        _wait_forever(vm)
+
+
+def _wait_forever(vm) -> None:
+    import time
+
+    while True:
+        time.sleep(2)
+        vm.check_alive()
+
+
+@app.command()
+def check(
+    image: Annotated[str, typer.Option("--image", help="catalog image to check")] = "linux-test",
+    out_dir: Annotated[Path, typer.Option("--out", help="where screenshots go")] = Path("cu-run-check"),
+    build: Annotated[bool, typer.Option("--build/--no-build", help="build the image first if it is missing")] = True,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Boot an episode VM and prove every seam works on it: shell, files, screen, mouse, keyboard."""
+    from runner.selfcheck import run_selfcheck
+    from runner.session import open_vm
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    if build and Catalog(settings.images_dir).find(image) is None:
+        image_build(image, force=False, cache_dir=cache_dir)
+    with open_vm(settings, image, accel, status=err.status, artifacts=out_dir) as vm:
+        out.print(f"{vm.name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in vm.timings.phases.items()))
+        with err.status("running the checks"):
+            results = run_selfcheck(vm, out_dir)
+    table = Table("check", "result", "detail", "s")
+    for r in results:
+        table.add_row(r.name, "[green]pass[/]" if r.ok else "[bold red]FAIL[/]", r.detail, f"{r.seconds:.1f}")
+    out.print(table)
+    out.print(f"screenshots in {out_dir}/; the VM and its overlay are gone")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from runner.owner import raise_on_termination
+
+    raise_on_termination()
+    try:
+        app()
+    except UsageError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        sys.exit(1)
+    except InfraError as exc:
+        err.print(f"[bold red]infrastructure error:[/] {exc}")
+        sys.exit(3)
+    except CuRunError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted; everything started was removed")
+        sys.exit(130)

@@ -1,0 +1,55 @@
+"""Where things live and which hypervisor to talk to, resolved in one place.
+
+Flags win over environment variables, which win over defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LIBVIRT_URI = "qemu:///system"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("CU_RUN_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "cu-run"
+
+
+def default_libvirt_uri() -> str:
+    return os.environ.get("CU_RUN_LIBVIRT_URI") or DEFAULT_LIBVIRT_URI
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved locations and connection for one invocation."""
+
+    cache_dir: Path
+    libvirt_uri: str
+
+    @classmethod
+    def resolve(cls, cache_dir: Path | None = None, libvirt_uri: str | None = None) -> Settings:
+        return cls(
+            cache_dir=(cache_dir or default_cache_dir()).expanduser().resolve(),
+            libvirt_uri=libvirt_uri or default_libvirt_uri(),
+        )
+
+    @property
+    def images_dir(self) -> Path:
+        return self.cache_dir / "images"
+
+    @property
+    def episodes_dir(self) -> Path:
+        """Per-episode working folders (overlay, serial log); removed at teardown."""
+        return self.cache_dir / "episodes"
+
+
+def recipe_dir(name: str) -> Path:
+    """The build recipe of a built-in image (images/<name>/ in the source tree)."""
+    return PROJECT_ROOT / "images" / name

@@ -1,0 +1,230 @@
+"""Display over VNC (vncdotool as a library): one persistent connection per VM.
+
+Input always goes over VNC. Capture goes over VNC too, unless a faster local capture
+is given (libvirt's screendump, ~20x faster on this kind of host: see bench/episode.py);
+VNC capture stays for endpoints that are only reachable over VNC.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Callable
+
+from PIL import Image
+from vncdotool import api as vnc_api
+from vncdotool.client import VNCDoToolClient, VNCDoToolFactory
+
+from runner.display.base import BUTTONS, Button, Display, DisplayInfo, ScrollDirection
+from runner.display.keys import keysym, needs_shift
+from runner.errors import GuestUnreachable
+from runner.screen import png_size
+
+_BUTTON_MASK = {"left": 1, "middle": 2, "right": 3}
+_WHEEL = {"up": 4, "down": 5, "left": 6, "right": 7}
+_SHIFT = 0xFFE1
+DEFAULT_TIMEOUT = 20.0
+SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-reads it
+
+Capture = Callable[[], bytes]
+
+
+class _KeysymClient(VNCDoToolClient):
+    """vncdotool's client with a raw keysym event.
+
+    The threaded proxy chains every call on one Deferred whose value must stay the
+    protocol, so each method called through it has to return self.
+    """
+
+    def keysymEvent(self, keysym: int, down: bool) -> _KeysymClient:
+        self.keyEvent(keysym, down=down)
+        return self
+
+
+class _KeysymFactory(VNCDoToolFactory):
+    protocol = _KeysymClient
+
+
+class VncDisplay(Display):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        capture: Capture | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        key_delay: float = 0.01,
+        pointer_offset: int = 0,
+    ) -> None:
+        """CAPTURE, when given, returns the screen as PNG bytes faster than VNC can.
+
+        POINTER_OFFSET is added to every coordinate but 0 on the wire: with QEMU's
+        absolute tablet a guest may land that many pixels short (see the image manifest).
+        """
+        self.address = f"{host}::{port}"
+        self._capture = capture
+        self._timeout = timeout
+        self._key_delay = key_delay
+        self._pointer_offset = pointer_offset
+        self._lock = threading.RLock()  # vncdotool's proxy has one reply queue: one caller at a time
+        self._client = None
+        self._pointer = (0, 0)
+        self._size: DisplayInfo | None = None
+        self._size_at = 0.0
+        self._connect()
+
+    # -- connection
+
+    def _connect(self) -> None:
+        try:
+            self._client = vnc_api.connect(self.address, timeout=self._timeout, factory_class=_KeysymFactory)
+            self._client.pause(0)  # returns once the RFB handshake is done
+        except Exception as exc:
+            self._client = None
+            raise _unreachable(self.address, exc) from exc
+
+    def _call(self, method: str, *args, **kwargs):
+        with self._lock:
+            if self._client is None:
+                self._connect()
+            try:
+                return getattr(self._client, method)(*args, **kwargs)
+            except Exception as exc:
+                # A timed-out call leaves a late reply in the proxy's queue: start afresh next time.
+                self._drop()
+                raise _unreachable(self.address, exc) from exc
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            threading.Thread(target=_quiet_disconnect, args=(client,), daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            _quiet_disconnect(client)
+
+    # -- screen
+
+    def info(self) -> DisplayInfo:
+        # The size the VNC handshake gave is stale once the guest sets its own mode, and
+        # with local capture no VNC frame ever updates it: the latest capture is the truth.
+        if self._size is None or time.monotonic() - self._size_at > SIZE_TTL:
+            self.screenshot()
+        assert self._size is not None
+        return self._size
+
+    def screenshot(self) -> bytes:
+        png = self._capture() if self._capture is not None else self.screenshot_vnc()
+        self._size = DisplayInfo(*png_size(png))
+        self._size_at = time.monotonic()
+        return png
+
+    def screenshot_vnc(self) -> bytes:
+        """A full-screen refresh over VNC, whatever capture path is the default."""
+        buffer = io.BytesIO()
+        self._call("captureScreen", buffer, incremental=False, format="PNG")
+        return buffer.getvalue()
+
+    # -- pointer
+
+    @property
+    def pointer(self) -> tuple[int, int]:
+        return self._pointer
+
+    def move(self, x: int, y: int) -> None:
+        self.check_point(x, y)
+        self._call("mouseMove", *self._wire(x, y))
+        self._pointer = (x, y)
+
+    def _wire(self, x: int, y: int) -> tuple[int, int]:
+        off = self._pointer_offset
+        return (x + off if x else 0), (y + off if y else 0)
+
+    def click(self, x: int, y: int, button: Button = "left", *, double: bool = False) -> None:
+        mask = _button(button)
+        self.move(x, y)
+        for i in range(2 if double else 1):
+            if i:
+                time.sleep(0.05)
+            self._call("mousePress", mask)
+
+    def drag(self, x1: int, y1: int, x2: int, y2: int, button: Button = "left") -> None:
+        mask = _button(button)
+        self.check_point(x2, y2)
+        self.move(x1, y1)
+        self._call("mouseDown", mask)
+        try:
+            steps = max(1, min(20, max(abs(x2 - x1), abs(y2 - y1)) // 20))
+            for s in range(1, steps + 1):
+                self._call("mouseMove", *self._wire(x1 + (x2 - x1) * s // steps, y1 + (y2 - y1) * s // steps))
+                time.sleep(0.02)
+        finally:
+            self._call("mouseUp", mask)
+        self._pointer = (x2, y2)
+
+    def scroll(self, x: int, y: int, direction: ScrollDirection, amount: int = 3) -> None:
+        if direction not in _WHEEL:
+            raise ValueError(f"scroll direction must be one of {', '.join(_WHEEL)}, not {direction!r}")
+        if not 1 <= amount <= 50:
+            raise ValueError(f"scroll amount must be 1..50, not {amount}")
+        self.move(x, y)
+        for _ in range(amount):
+            self._call("mousePress", _WHEEL[direction])
+
+    # -- keyboard
+
+    def key(self, key: str, modifiers: tuple[str, ...] = ()) -> None:
+        held = [keysym(m) for m in modifiers]
+        code = keysym(key)
+        if len(key) == 1 and needs_shift(key) and _SHIFT not in held:
+            held.append(_SHIFT)
+        self._chord(held, code)
+
+    def type(self, text: str) -> None:
+        codes = [(keysym(ch), needs_shift(ch)) for ch in text]  # validate all before sending any
+        for code, shifted in codes:
+            self._chord([_SHIFT] if shifted else [], code)
+            if self._key_delay:
+                time.sleep(self._key_delay)
+
+    def _chord(self, held: list[int], code: int) -> None:
+        with self._lock:
+            for mod in held:
+                self._call("keysymEvent", mod, True)
+            try:
+                self._call("keysymEvent", code, True)
+                self._call("keysymEvent", code, False)
+            finally:
+                for mod in reversed(held):
+                    if self._client is not None:
+                        self._call("keysymEvent", mod, False)
+
+
+def png_from_any(mime: str, data: bytes) -> bytes:
+    """QEMU's screendump is PNG on 7.2+, PPM before: always hand out PNG."""
+    if mime == "image/png" or data[:8] == b"\x89PNG\r\n\x1a\n":
+        return data
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(data)).save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def _button(button: str) -> int:
+    if button not in BUTTONS:
+        raise ValueError(f"button must be one of {', '.join(BUTTONS)}, not {button!r}")
+    return _BUTTON_MASK[button]
+
+
+def _unreachable(address: str, exc: BaseException) -> GuestUnreachable:
+    return GuestUnreachable(f"VNC at {address} did not answer: {type(exc).__name__}: {exc}")
+
+
+def _quiet_disconnect(client) -> None:
+    try:
+        client.disconnect()
+    except Exception:
+        pass
+

@@ -1,0 +1,123 @@
+"""`cu-run doctor`: is this host ready to run episodes, and if not, what to do."""
+
+from __future__ import annotations
+
+import grp
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from runner.catalog import Catalog
+from runner.config import Settings
+from runner.errors import CuRunError
+from runner.hypervisor.accel import QEMU, cached_probe
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.imagebuild import LINUX_TEST, REQUIRED_TOOLS
+
+Status = Literal["ok", "warn", "fail"]
+MIN_FREE_GIB = 2.0
+WANT_FREE_GIB = 10.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    checks = [_qemu(), _libvirt(settings.libvirt_uri), _kvm_device(), _accel(settings), _disk(settings.cache_dir)]
+    checks += [_catalog(settings), _build_tools()]
+    return checks
+
+
+def _qemu() -> Check:
+    path = shutil.which(QEMU)
+    if not path or not shutil.which("qemu-img"):
+        return Check("qemu", "fail", f"{QEMU} or qemu-img not found", "apt install qemu-system-x86 qemu-utils")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return Check("qemu", "ok", f"{path}: {version}")
+
+
+def _libvirt(uri: str) -> Check:
+    try:
+        host = LibvirtHost(uri)
+    except CuRunError as exc:
+        return Check("libvirt", "fail", f"{uri}: {exc.message}", exc.fix or "")
+    try:
+        v = host.versions()
+    finally:
+        host.close()
+    detail = f"{uri}: libvirt {v['libvirt']}, QEMU {v['hypervisor']}"
+    if uri.startswith("qemu:///system") and not Path("/run/libvirt/virtlogd-sock").exists():
+        return Check("libvirt", "fail", detail + "; virtlogd is not running (domains cannot start)",
+                     "start it: virtlogd -d (or scripts/setup-host.sh)")
+    return Check("libvirt", "ok", detail)
+
+
+def _kvm_device() -> Check:
+    # libvirt re-probes QEMU's capabilities on every domain start (~60 s) when its QEMU
+    # user cannot open /dev/kvm: udev normally makes it root:kvm 0660, containers do not.
+    kvm = Path("/dev/kvm")
+    if not kvm.exists():
+        return Check("/dev/kvm", "ok", "absent: TCG only, nothing to fix here")
+    mode = kvm.stat().st_mode & 0o777
+    try:
+        group = grp.getgrgid(kvm.stat().st_gid).gr_name
+    except KeyError:
+        group = str(kvm.stat().st_gid)
+    detail = f"{group}, mode {mode:o}"
+    if group != "kvm" or mode & 0o060 != 0o060:
+        return Check("/dev/kvm", "warn", detail + ": libvirt's QEMU user cannot open it, every VM start is ~60 s slower",
+                     "chgrp kvm /dev/kvm && chmod 0660 /dev/kvm (scripts/setup-host.sh does this)")
+    return Check("/dev/kvm", "ok", detail)
+
+
+def _accel(settings: Settings) -> Check:
+    image = Catalog(settings.images_dir).find(LINUX_TEST)
+    kernel = image.path(image.manifest.boot.kernel) if image and image.manifest.boot else None
+    probe = cached_probe(settings.cache_dir, kernel)
+    if probe.kvm_usable:
+        return Check("accelerator", "ok", f"KVM usable: {probe.reason}")
+    return Check("accelerator", "warn", f"KVM unusable, TCG will be used (slower): {probe.reason}",
+                 "none needed; on bare metal enable VT-x/AMD-V and load kvm_intel/kvm_amd")
+
+
+def _disk(cache_dir: Path) -> Check:
+    probe = cache_dir
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 2**30
+    detail = f"{free:.1f} GiB free at {cache_dir}"
+    if free < MIN_FREE_GIB:
+        return Check("disk", "fail", detail, f"free space or move the cache: CU_RUN_HOME=/bigger/disk (need {MIN_FREE_GIB:.0f}+ GiB)")
+    if free < WANT_FREE_GIB:
+        return Check("disk", "warn", detail, f"images and overlays grow: {WANT_FREE_GIB:.0f}+ GiB is comfortable")
+    return Check("disk", "ok", detail)
+
+
+def _catalog(settings: Settings) -> Check:
+    try:
+        images = Catalog(settings.images_dir).images()
+    except CuRunError as exc:
+        return Check("images", "fail", exc.message, exc.fix or "")
+    names = [i.name for i in images]
+    if LINUX_TEST not in names:
+        return Check("images", "fail", f"no {LINUX_TEST} image in {settings.images_dir}",
+                     f"build it: cu-run image build {LINUX_TEST}")
+    return Check("images", "ok", f"{settings.images_dir}: {', '.join(names)}")
+
+
+def _build_tools() -> Check:
+    missing = [f"{tool} ({pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+    if missing:
+        return Check("image tools", "warn", "missing: " + ", ".join(missing), "apt install " +
+                     " ".join(sorted({REQUIRED_TOOLS[m.split()[0]] for m in missing})))
+    if os.geteuid() != 0:
+        return Check("image tools", "warn", "present, but building linux-test needs root", "build it as root")
+    return Check("image tools", "ok", "mmdebstrap, mkfs.ext4, qemu-img, ssh-keygen")

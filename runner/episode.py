@@ -1,0 +1,339 @@
+"""One episode's VM: overlay, domain, shell and screen, and their teardown on every path.
+
+    with EpisodeVM(host, image, settings, run_id="r1", slot=0, accel="tcg") as vm:
+        vm.shell.run("uname -a")
+        vm.display.screenshot()
+
+Everything created is tracked as it is created; teardown undoes each step on its own
+(one failure does not skip the rest), is idempotent, and runs whether the body
+returned, raised, timed out or was interrupted. A failed start cleans up its own
+partial state and re-raises the original error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import logging
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.catalog import Image
+from runner.config import Settings
+from runner.display.base import Display
+from runner.display.vnc import VncDisplay, png_from_any
+from runner.errors import GuestUnreachable, InfraError, UsageError
+from runner.guest.base import GuestShell
+from runner.guest.ssh import SshShell
+from runner.hypervisor.domain_xml import (
+    Accel,
+    DirectKernel,
+    DomainSpec,
+    EpisodeTag,
+    PortForward,
+    SlotIdentity,
+    build_domain_xml,
+)
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.overlay import create_overlay
+from runner.owner import Owner, me
+from runner.screen import color_fraction, is_blank
+
+log = logging.getLogger(__name__)
+
+OWNER_FILE = "owner.json"
+SHELL_READY_TIMEOUT = 240.0
+DESKTOP_READY_TIMEOUT = 120.0
+DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
+START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU binding it
+
+
+@dataclass
+class EpisodeOptions:
+    accel: Accel = "tcg"
+    capture: str = "libvirt"  # or "vnc"
+    wait_desktop: bool = True
+    shell_timeout: float = SHELL_READY_TIMEOUT
+    desktop_timeout: float = DESKTOP_READY_TIMEOUT
+    memory_mib: int | None = None
+
+
+@dataclass
+class Endpoints:
+    """How to reach the VM from the host (printed by `cu-run vm up --json`)."""
+
+    domain: str
+    vnc: str
+    ssh_host: str
+    ssh_port: int
+    ssh_user: str
+    ssh_key: str
+
+    def as_json(self) -> dict:
+        return {
+            "domain": self.domain,
+            "vnc": self.vnc,
+            "ssh": {"host": self.ssh_host, "port": self.ssh_port, "user": self.ssh_user, "key": self.ssh_key},
+        }
+
+
+@dataclass
+class Timings:
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, phase: str, started: float) -> None:
+        self.phases[phase] = round(time.monotonic() - started, 3)
+
+
+class EpisodeVM:
+    def __init__(
+        self,
+        host: LibvirtHost,
+        image: Image,
+        settings: Settings,
+        *,
+        run_id: str,
+        slot: int,
+        options: EpisodeOptions | None = None,
+        artifacts: Path | None = None,
+    ) -> None:
+        if image.manifest.profile != "linux" or image.manifest.ssh is None:
+            raise UsageError(f"image {image.name} is a {image.manifest.profile} image; episodes run linux images so far")
+        self.host = host
+        self.image = image
+        self.settings = settings
+        self.options = options or EpisodeOptions()
+        self.identity = SlotIdentity(run_id, slot)
+        self.run_id = run_id
+        self.slot = slot
+        self.artifacts = artifacts
+        self.workdir = settings.episodes_dir / self.identity.name
+        self.timings = Timings()
+        self._shell: SshShell | None = None
+        self._display: VncDisplay | None = None
+        self._domain = None
+        self._domain_xml = ""
+        self._undo: list[tuple[str, Callable[[], object]]] = []
+        self.endpoints: Endpoints | None = None
+
+    # -- public handles
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def shell(self) -> GuestShell:
+        if self._shell is None:
+            raise InfraError(f"episode {self.name} has no shell (not started, or torn down)")
+        return self._shell
+
+    @property
+    def display(self) -> Display:
+        if self._display is None:
+            raise InfraError(f"episode {self.name} has no display (not started, or torn down)")
+        return self._display
+
+    @property
+    def serial_log(self) -> Path:
+        return self.workdir / "serial.log"
+
+    @property
+    def domain_xml(self) -> str:
+        return self._domain_xml
+
+    # -- lifecycle
+
+    def __enter__(self) -> EpisodeVM:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self.artifacts is not None:
+            self.capture_artifacts(self.artifacts)
+        self.teardown(interrupted=exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException as exc:
+            if self.artifacts is not None:
+                self.capture_artifacts(self.artifacts)
+            self.teardown(interrupted=isinstance(exc, KeyboardInterrupt))
+            raise
+
+    def _start(self) -> None:
+        manifest = self.image.manifest
+        assert manifest.ssh is not None and manifest.boot is not None
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)
+        self.workdir.mkdir(parents=True)
+        self._undo.append(("remove episode folder", lambda: shutil.rmtree(self.workdir, ignore_errors=True)))
+        owner = me()
+        (self.workdir / OWNER_FILE).write_text(json.dumps({
+            "run_id": self.run_id, "slot": self.slot, "domain": self.name,
+            "owner_pid": owner.pid, "owner_start": owner.start,
+        }))
+
+        t = time.monotonic()
+        create_overlay(self.image.disk, self.workdir / "overlay.qcow2")
+        self.timings.mark("overlay", t)
+
+        t = time.monotonic()
+        self._undo.append(("destroy domain", lambda: self.host.destroy(self.name)))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            ssh_port = free_port()
+            spec = episode_domain_spec(
+                self.image, self.identity, self.workdir, self.options.accel, ssh_port, owner,
+                self.host.uri, self.options.memory_mib,
+            )
+            self._domain_xml = build_domain_xml(spec)
+            try:
+                self._domain = self.host.start(self._domain_xml)
+                break
+            except InfraError as exc:
+                if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
+                    raise
+                log.warning("port %d was taken before QEMU bound it; retrying", ssh_port)
+        self.timings.mark("domain_start", t)
+
+        vnc_port = self.host.vnc_port(self._domain)
+        self.endpoints = Endpoints(
+            domain=self.name, vnc=f"127.0.0.1:{vnc_port}", ssh_host="127.0.0.1", ssh_port=ssh_port,
+            ssh_user=manifest.ssh.user, ssh_key=str(self.image.path(manifest.ssh.private_key)),
+        )
+        capture = self._libvirt_capture if self.options.capture == "libvirt" else None
+        self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset)
+        self._undo.append(("close display", self._display.close))
+        self._shell = SshShell(
+            "127.0.0.1", ssh_port, manifest.ssh.user, self.image.path(manifest.ssh.private_key), manifest.ssh.host_key
+        )
+        self._undo.append(("close shell", self._shell.close))
+
+        t = time.monotonic()
+        self._wait_shell()
+        self.timings.mark("shell_ready", t)
+        if self.options.wait_desktop:
+            self._wait_desktop()
+            self.timings.mark("desktop_ready", t)
+
+    def _libvirt_capture(self) -> bytes:
+        return png_from_any(*self.host.screenshot(self._domain))
+
+    def _wait_shell(self) -> None:
+        assert self._shell is not None
+        deadline = time.monotonic() + self.options.shell_timeout
+        while True:
+            self.check_alive()
+            try:
+                self._shell.wait_ready(min(10.0, max(0.5, deadline - time.monotonic())))
+                return
+            except GuestUnreachable:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def _wait_desktop(self) -> None:
+        """Waits for the desktop to be drawn and settled: two captures alike, half a second apart."""
+        deadline = time.monotonic() + self.options.desktop_timeout
+        previous = b""
+        while True:
+            png = self.display.screenshot()
+            if desktop_shown(png, self.image.manifest.desktop_color) and png == previous:
+                return
+            previous = png
+            if time.monotonic() >= deadline:
+                raise InfraError(
+                    f"{self.name}: the shell answers but the desktop did not appear within "
+                    f"{self.options.desktop_timeout:.0f} s",
+                    fix="look at the serial log and the last screenshot; /tmp/xsession.log in the guest",
+                )
+            self.check_alive()
+            time.sleep(0.5)
+
+    def check_alive(self) -> None:
+        """Raises InfraError when the VM's QEMU is gone (killed, crashed, powered off)."""
+        if not self.host.is_running(self.name):
+            raise InfraError(
+                f"VM {self.name} is not running any more (QEMU exited or was killed)",
+                fix=f"see the serial log {self.serial_log}",
+            )
+
+    def capture_artifacts(self, dest: Path) -> None:
+        """Keeps what explains a failure: serial log, last screenshot, domain XML. Never raises."""
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            if self.serial_log.exists():
+                shutil.copy(self.serial_log, dest / "serial.log")
+            if self._domain_xml:
+                (dest / "domain.xml").write_text(self._domain_xml)
+            if self._display is not None and self.host.is_running(self.name):
+                (dest / "last-screen.png").write_bytes(self._display.screenshot())
+        except Exception as exc:  # artifacts are best effort; teardown must still run
+            log.warning("could not keep all artifacts of %s: %s", self.name, exc)
+
+    def teardown(self, interrupted: bool = False) -> list[str]:
+        """Undoes everything start() did, newest first; returns what failed. Idempotent."""
+        failed = []
+        while self._undo:
+            what, undo = self._undo.pop()
+            try:
+                undo()
+            except BaseException as exc:  # one failed step must not skip the rest
+                failed.append(f"{what}: {exc}")
+                log.warning("teardown of %s: %s failed: %s", self.name, what, exc)
+        self._shell = None
+        self._display = None
+        self._domain = None
+        if interrupted:
+            log.info("episode %s torn down after an interruption", self.name)
+        return failed
+
+
+def desktop_shown(png: bytes, desktop_color: str | None) -> bool:
+    """Something is drawn (not one flat colour) and, if the image has one, its desktop colour shows."""
+    if is_blank(png):
+        return False
+    return desktop_color is None or color_fraction(png, desktop_color) >= DESKTOP_SHARE
+
+
+def episode_domain_spec(
+    image: Image,
+    identity: SlotIdentity,
+    workdir: Path,
+    accel: Accel,
+    ssh_port: int,
+    owner: Owner,
+    libvirt_uri: str,
+    memory_mib: int | None = None,
+) -> DomainSpec:
+    """The domain an episode of IMAGE on slot IDENTITY gets: one definition for runs and dry runs."""
+    m = image.manifest
+    assert m.ssh is not None
+    return DomainSpec(
+        identity=identity,
+        accel=accel,
+        disk=workdir / "overlay.qcow2",
+        serial_log=workdir / "serial.log",
+        tag=EpisodeTag(identity.pool, identity.slot, owner.pid, owner.start, workdir),
+        boot=DirectKernel(image.path(m.boot.kernel), image.path(m.boot.initrd), m.boot.cmdline) if m.boot else None,
+        forwards=(PortForward(ssh_port, m.ssh.port),),
+        memory_mib=memory_mib or m.memory_mib,
+        run_as=run_as_for(libvirt_uri),
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_as_for(uri: str) -> tuple[int, int] | None:
+    """Under a local qemu:///system, run QEMU as the caller so its cache folder needs no chown."""
+    if uri.startswith("qemu:///system"):
+        return os.getuid(), os.getgid()
+    return None

@@ -1,0 +1,43 @@
+"""The error types every layer raises.
+
+"The infrastructure broke" is an exception; "the task failed" is a result value.
+Every error carries a message for a person and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class CuRunError(Exception):
+    """Base of every error cu-run reports to a user as a message, not a traceback."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+
+
+class UsageError(CuRunError):
+    """Bad input from the user: a flag, a file, a name that does not exist."""
+
+
+class InfraError(CuRunError):
+    """The machinery under an episode broke (libvirt, QEMU, the guest's shell or screen).
+
+    Never scored as the agent's failure; the harness may retry on a fresh VM.
+    """
+
+
+class GuestUnreachable(InfraError):
+    """The guest's shell or screen did not answer (VM dead, port closed, auth refused)."""
+
+
+class CommandTimeout(CuRunError):
+    """A command in the guest ran past its wall-clock limit and was killed."""
+
+    def __init__(self, message: str, *, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr

@@ -1,0 +1,76 @@
+"""Finds and removes what a killed runner left behind: cu- domains and episode folders.
+
+A domain or folder is garbage when the process that made it is gone (pid and start
+time, recorded in libvirt metadata and owner.json). Live runs are never touched
+unless asked for with everything=True.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.config import Settings
+from runner.episode import OWNER_FILE
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.owner import Owner
+
+
+@dataclass
+class GcReport:
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def collect_garbage(host: LibvirtHost, settings: Settings, *, everything: bool = False) -> GcReport:
+    report = GcReport()
+    for dom in host.cu_domains():
+        if dom.tag is None:
+            report.kept.append(f"domain {dom.name} (no cu-run metadata: not ours to remove)")
+            continue
+        owner = Owner(dom.tag.owner_pid, dom.tag.owner_start)
+        if owner.alive() and not everything:
+            report.kept.append(f"domain {dom.name} (its runner, pid {owner.pid}, is alive)")
+            continue
+        try:
+            host.destroy(dom.name)
+            report.removed.append(f"domain {dom.name}")
+        except Exception as exc:
+            report.failed.append(f"domain {dom.name}: {exc}")
+            continue
+        _remove_folder(dom.tag.workdir, settings.episodes_dir, report)
+
+    if settings.episodes_dir.is_dir():
+        for folder in sorted(settings.episodes_dir.iterdir()):
+            owner = _folder_owner(folder)
+            if owner is not None and owner.alive() and not everything:
+                report.kept.append(f"episode folder {folder} (its runner, pid {owner.pid}, is alive)")
+                continue
+            if host.is_running(folder.name) and not everything:
+                report.kept.append(f"episode folder {folder} (its domain is still running)")
+                continue
+            _remove_folder(folder, settings.episodes_dir, report)
+    return report
+
+
+def _folder_owner(folder: Path) -> Owner | None:
+    try:
+        data = json.loads((folder / OWNER_FILE).read_text())
+        return Owner(int(data["owner_pid"]), int(data["owner_start"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no readable owner: a start that died before writing it
+
+
+def _remove_folder(folder: Path, episodes_dir: Path, report: GcReport) -> None:
+    # Only ever delete inside our own episodes folder, whatever the metadata says.
+    if not folder.exists() or folder.resolve().parent != episodes_dir.resolve():
+        return
+    try:
+        shutil.rmtree(folder)
+        overlay = folder / "overlay.qcow2"
+        report.removed.append(f"episode folder {folder} (overlay {overlay.name})")
+    except OSError as exc:
+        report.failed.append(f"episode folder {folder}: {exc}")

@@ -1,0 +1,1 @@
+"""The hypervisor seam: overlays, domain XML, libvirt, the accelerator probe."""

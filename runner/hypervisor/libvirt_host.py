@@ -1,0 +1,145 @@
+"""Every libvirt call cu-run makes, behind one object.
+
+libvirt-python is blocking and thread-safe: slots running in worker threads share one
+connection. Errors come out as InfraError with the URI and the fix.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import libvirt
+
+from runner.errors import InfraError
+from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
+
+# libvirt prints every error to stderr by default; they are raised as exceptions anyway.
+libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+
+@dataclass(frozen=True)
+class DomainInfo:
+    name: str
+    active: bool
+    persistent: bool
+    tag: EpisodeTag | None  # None: a cu- domain without our metadata (not ours to judge)
+
+
+class LibvirtHost:
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        try:
+            self.conn = libvirt.open(uri)
+        except libvirt.libvirtError as exc:
+            raise InfraError(
+                f"cannot connect to libvirt at {uri}: {exc.get_error_message()}",
+                fix="start the daemons with scripts/setup-host.sh (libvirtd, virtlogd), "
+                "or point --libvirt-uri / CU_RUN_LIBVIRT_URI at a running one",
+            ) from exc
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except libvirt.libvirtError:
+            pass
+
+    # -- versions, for provenance and warm-state validity
+
+    def versions(self) -> dict[str, str]:
+        return {
+            "libvirt": _dotted(self.conn.getLibVersion()),
+            "hypervisor": _dotted(self.conn.getVersion()),
+        }
+
+    # -- domains
+
+    def start(self, domain_xml: str) -> libvirt.virDomain:
+        """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
+        try:
+            return self.conn.createXML(domain_xml, 0)
+        except libvirt.libvirtError as exc:
+            raise InfraError(f"libvirt could not start the domain: {exc.get_error_message()}") from exc
+
+    def lookup(self, name: str) -> libvirt.virDomain | None:
+        try:
+            return self.conn.lookupByName(name)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise InfraError(f"libvirt lookup of {name} failed: {exc.get_error_message()}") from exc
+
+    def is_running(self, name: str) -> bool:
+        dom = self.lookup(name)
+        try:
+            return dom is not None and bool(dom.isActive())
+        except libvirt.libvirtError:
+            return False
+
+    def destroy(self, name: str) -> bool:
+        """Stops NAME and forgets it; True if there was something to remove. Idempotent."""
+        dom = self.lookup(name)
+        if dom is None:
+            return False
+        try:
+            if dom.isActive():
+                dom.destroyFlags(libvirt.VIR_DOMAIN_DESTROY_DEFAULT)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID):
+                raise InfraError(f"libvirt could not destroy {name}: {exc.get_error_message()}") from exc
+        try:
+            if dom.isPersistent():
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                raise InfraError(f"libvirt could not undefine {name}: {exc.get_error_message()}") from exc
+        return True
+
+    def vnc_port(self, dom: libvirt.virDomain) -> int:
+        root = ET.fromstring(dom.XMLDesc(0))
+        graphics = root.find("./devices/graphics[@type='vnc']")
+        port = int(graphics.get("port", "-1")) if graphics is not None else -1
+        if port <= 0:
+            raise InfraError(f"domain {dom.name()} has no VNC port")
+        return port
+
+    def screenshot(self, dom: libvirt.virDomain) -> tuple[str, bytes]:
+        """QEMU's screendump through libvirt: (mime type, image bytes) of screen 0."""
+        stream = self.conn.newStream(0)
+        try:
+            mime = dom.screenshot(stream, 0, 0)
+            chunks = []
+            while True:
+                chunk = stream.recv(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            stream.finish()
+        except libvirt.libvirtError as exc:
+            try:
+                stream.abort()
+            except libvirt.libvirtError:
+                pass
+            raise InfraError(f"libvirt screenshot of {dom.name()} failed: {exc.get_error_message()}") from exc
+        return mime or "image/x-portable-pixmap", b"".join(chunks)
+
+    def cu_domains(self) -> list[DomainInfo]:
+        """Every domain whose name has cu-run's prefix, with the episode tag if it has one."""
+        found = []
+        for dom in self.conn.listAllDomains(0):
+            name = dom.name()
+            if not name.startswith(DOMAIN_PREFIX):
+                continue
+            try:
+                tag = parse_episode_tag(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, CU_NS, 0))
+            except (libvirt.libvirtError, ValueError, ET.ParseError):
+                tag = None
+            try:
+                found.append(DomainInfo(name, bool(dom.isActive()), bool(dom.isPersistent()), tag))
+            except libvirt.libvirtError:
+                continue  # vanished while listing
+        return found
+
+
+def _dotted(version: int) -> str:
+    return f"{version // 1_000_000}.{version // 1000 % 1000}.{version % 1000}"

@@ -1,0 +1,195 @@
+"""Builds the built-in linux-test guest into the image catalog.
+
+The recipe (images/linux-test/) is shell: mmdebstrap, mkfs.ext4 -d, qemu-img. This
+module owns what is around it: the keys, the lock against two builds at once, the
+manifest, and the atomic move into the catalog so a failed build leaves nothing half made.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner import __version__
+from runner.catalog import (
+    MANIFEST,
+    Catalog,
+    Credentials,
+    DirectBoot,
+    Image,
+    ImageManifest,
+    ScreenSize,
+    SshAccess,
+    sha256_file,
+)
+from runner.config import recipe_dir
+from runner.errors import InfraError, UsageError
+
+LINUX_TEST = "linux-test"
+BUILT_IN = (LINUX_TEST,)
+DESKTOP_COLOR = "#1f6f8b"  # must match images/linux-test/rootfs/home/cu/.xinitrc
+KERNEL_CMDLINE = "root=/dev/vda rw console=tty0 console=ttyS0,115200 mitigations=off random.trust_cpu=on"
+REQUIRED_TOOLS = {
+    "mmdebstrap": "mmdebstrap",
+    "mkfs.ext4": "e2fsprogs",
+    "qemu-img": "qemu-utils",
+    "ssh-keygen": "openssh-client",
+}
+
+Progress = Callable[[str], None]
+
+
+def build_image(catalog: Catalog, name: str, *, force: bool = False, progress: Progress = print) -> tuple[Image, bool]:
+    """Builds NAME into the catalog unless it is there already.
+
+    Returns the image and whether it was built now (False: reused from the cache).
+    """
+    if name not in BUILT_IN:
+        raise UsageError(
+            f"no built-in recipe for image {name!r} (known: {', '.join(BUILT_IN)})",
+            fix="the Windows image is built with Packer: see the README",
+        )
+    check_build_host()
+    catalog.root.mkdir(parents=True, exist_ok=True)
+    with _build_lock(catalog.root / f".{name}.lock"):
+        existing = catalog.find(name)
+        if existing and not force:
+            return existing, False
+        return _build_linux_test(catalog, name, progress), True
+
+
+def check_build_host() -> None:
+    missing = [f"{tool} (apt install {pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+    if missing:
+        raise UsageError(
+            "the image build needs tools that are not installed: " + ", ".join(missing),
+            fix="run scripts/setup-host.sh, or install the packages named",
+        )
+    if os.geteuid() != 0:
+        raise UsageError(
+            "building linux-test needs root (mmdebstrap --mode=root, chroot)",
+            fix="run the build as root: sudo cu-run image build linux-test",
+        )
+
+
+@contextmanager
+def _build_lock(path: Path):
+    with path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"another build of this image is running (lock {path})",
+                fix="wait for it to finish; its result is reused",
+            ) from None
+        yield
+
+
+def recipe_hash(recipe: Path) -> str:
+    """A hash of every file of the recipe: a manifest names exactly what built it."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in recipe.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(recipe)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
+    recipe = recipe_dir(name)
+    work = catalog.root / f".build-{name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    keys = work / "keys"
+    keys.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        _make_keys(keys)
+        _run_recipe(recipe / "build.sh", work, keys, progress)
+        for leftover in ("client_key.pub", "ssh_host_ed25519_key"):
+            (keys / leftover).unlink()  # the guest's private host key stays only inside the guest
+        disk = work / "disk.qcow2"
+        progress("hashing the golden disk")
+        manifest = ImageManifest(
+            name=name,
+            profile="linux",
+            disk=disk.name,
+            disk_sha256=sha256_file(disk),
+            disk_bytes=disk.stat().st_size,
+            boot=DirectBoot(kernel="vmlinuz", initrd="initrd.img", cmdline=KERNEL_CMDLINE),
+            screen=ScreenSize(width=1280, height=800),
+            desktop_color=DESKTOP_COLOR,
+            pointer_offset=1,  # measured: without it every click lands at (x-1, y-1)
+            credentials=Credentials(user="cu", password="cu"),
+            ssh=SshAccess(
+                user="cu",
+                private_key="keys/client_key",
+                host_key=" ".join((keys / "ssh_host_ed25519_key.pub").read_text().split()[:2]),
+            ),
+            built_at=datetime.now(UTC),
+            build_seconds=round(time.monotonic() - started, 1),
+            builder=f"cu-run {__version__} recipe {recipe_hash(recipe)}",
+            packages=_packages(work / "packages.tsv"),
+        )
+        (work / "packages.tsv").unlink()
+        (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+        disk.chmod(0o444)  # the golden disk is only ever a backing file
+        final = catalog.folder(name)
+        if final.exists():
+            _remove_tree(final)
+        work.rename(final)
+    except BaseException:
+        _remove_tree(work)
+        raise
+    return catalog.get(name)
+
+
+def _make_keys(keys: Path) -> None:
+    for key, comment in (("ssh_host_ed25519_key", "cu-run-guest-host"), ("client_key", "cu-run-runner")):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(keys / key)],
+            check=True,
+        )
+
+
+def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> None:
+    log_path = work / "build.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            ["sh", str(script), str(work), str(keys)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        tail: list[str] = []
+        for line in proc.stdout:
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-20:]
+            if line.startswith(("==", "I: ")):
+                progress(line.strip().lstrip("= ").removeprefix("I: "))
+        code = proc.wait()
+    if code != 0:
+        kept = work.parent / f"{work.name}.failed.log"
+        shutil.copy(log_path, kept)
+        raise InfraError(
+            f"the image recipe {script} failed (exit {code}); last lines:\n  " + "\n  ".join(tail),
+            fix=f"read the whole log at {kept}; a network error from the Debian mirror is worth a retry",
+        )
+
+
+def _packages(tsv: Path) -> list[str]:
+    return [line.replace("\t", "=") for line in tsv.read_text().splitlines() if line.strip()]
+
+
+def _remove_tree(path: Path) -> None:
+    # The golden disk is read-only; make it writable again only to delete it.
+    for disk in path.glob("*.qcow2"):
+        disk.chmod(0o644)
+    shutil.rmtree(path, ignore_errors=True)

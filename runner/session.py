@@ -1,0 +1,76 @@
+"""The run-scope steps every command that boots a VM shares.
+
+Check the image (catalog entry, golden sha256), connect to libvirt, pick the
+accelerator, then hand out an EpisodeVM that is torn down however the block ends.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+
+from runner.catalog import Catalog, Image
+from runner.config import Settings
+from runner.episode import EpisodeOptions, EpisodeVM, episode_domain_spec
+from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
+from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.owner import me
+
+Status = Callable[[str], AbstractContextManager]
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(3)
+
+
+def resolve_accel(settings: Settings, image: Image, requested: str) -> tuple[Accel, AccelProbe]:
+    kernel = image.path(image.manifest.boot.kernel) if image.manifest.boot else None
+    probe = cached_probe(settings.cache_dir, kernel)
+    return choose_accel(requested, probe), probe
+
+
+@contextmanager
+def open_vm(
+    settings: Settings,
+    image_name: str,
+    accel: str = "auto",
+    *,
+    status: Status | None = None,
+    artifacts: Path | None = None,
+    run_id: str | None = None,
+) -> Iterator[EpisodeVM]:
+    status = status or (lambda _msg: nullcontext())
+    image = Catalog(settings.images_dir).get(image_name)
+    with status(f"verifying the golden disk of {image_name}"):
+        image.verify_disk()
+    with status("probing the accelerator"):
+        chosen, _probe = resolve_accel(settings, image, accel)
+    host = LibvirtHost(settings.libvirt_uri)
+    try:
+        vm = EpisodeVM(host, image, settings, run_id=run_id or new_run_id(), slot=0,
+                       options=EpisodeOptions(accel=chosen), artifacts=artifacts)
+        with status(f"starting {vm.name} under {chosen.upper()} (a cold boot under TCG takes ~30-60 s)"):
+            vm.start()
+        try:
+            yield vm
+        except BaseException:
+            if artifacts is not None:
+                vm.capture_artifacts(artifacts)
+            raise
+        finally:
+            vm.teardown()
+    finally:
+        host.close()
+
+
+def print_dry_run(settings: Settings, image_name: str, accel: str) -> str:
+    """The domain XML an episode of IMAGE_NAME would get, without starting anything."""
+    image = Catalog(settings.images_dir).get(image_name)
+    chosen, _ = resolve_accel(settings, image, accel)
+    identity = SlotIdentity("dryrun", 0)
+    spec = episode_domain_spec(image, identity, settings.episodes_dir / identity.name, chosen,
+                               ssh_port=0, owner=me(), libvirt_uri=settings.libvirt_uri)
+    return build_domain_xml(spec)

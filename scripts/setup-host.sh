@@ -1,0 +1,55 @@
+#!/bin/sh
+# Makes a fresh Debian/Ubuntu host ready for cu-run: system packages, the libvirt
+# daemons, and a virtualenv (.venv) with cu-run installed. Safe to run again; fast
+# when everything is there. Run as root (the image build uses mmdebstrap --mode=root).
+set -eu
+cd "$(dirname "$0")/.."
+
+packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
+gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2
+    exit 1
+fi
+
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "== installing:$missing"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# Without udev (containers, CI) /dev/kvm stays root-only; libvirt then finds KVM
+# "gone" for its QEMU user and re-probes QEMU on every domain start (~60 s each).
+if [ -c /dev/kvm ] && getent group kvm >/dev/null; then
+    chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+fi
+
+# libvirtd and virtlogd: through systemd when it runs, by hand otherwise (containers, CI).
+start_daemon() {
+    name=$1 socket=$2
+    [ -S "$socket" ] && pgrep -x "$name" >/dev/null && return 0
+    if [ "$(systemctl is-system-running 2>/dev/null || true)" != offline ] && command -v systemctl >/dev/null \
+        && systemctl start "$name" 2>/dev/null; then
+        :
+    else
+        "$name" -d
+    fi
+    for _ in $(seq 50); do [ -S "$socket" ] && return 0; sleep 0.1; done
+    echo "setup-host.sh: $name did not come up (no $socket)" >&2
+    exit 1
+}
+start_daemon virtlogd /run/libvirt/virtlogd-sock
+start_daemon libvirtd /run/libvirt/libvirt-sock
+
+if [ ! -x .venv/bin/cu-run ] || [ pyproject.toml -nt .venv/.installed ]; then
+    echo "== virtualenv .venv"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[test]'
+    touch .venv/.installed
+fi

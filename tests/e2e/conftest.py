@@ -1,0 +1,51 @@
+"""Fixtures that boot real VMs: libvirt, QEMU (TCG here), VNC and SSH, nothing faked."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.catalog import Catalog, Image
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.imagebuild import LINUX_TEST, build_image
+from runner.session import resolve_accel
+
+
+@pytest.fixture(scope="session")
+def linux_image(settings) -> Image:
+    """The linux-test image, built by the project's own recipe if the cache lacks it."""
+    image, _built = build_image(Catalog(settings.images_dir), LINUX_TEST, progress=lambda _line: None)
+    return image
+
+
+@pytest.fixture(scope="session")
+def accel(settings, linux_image) -> str:
+    chosen, _probe = resolve_accel(settings, linux_image, "auto")
+    return chosen
+
+
+@pytest.fixture(scope="session")
+def host(settings):
+    h = LibvirtHost(settings.libvirt_uri)
+    yield h
+    h.close()
+
+
+def cu_run(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True, **kwargs)
+
+
+def qemu_pid(domain: str) -> int:
+    return int(Path(f"/run/libvirt/qemu/{domain}.pid").read_text())
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

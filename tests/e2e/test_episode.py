@@ -1,0 +1,126 @@
+"""One real episode VM: shell, screen, mouse, keyboard, isolation, and nothing left after."""
+
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from runner.catalog import sha256_file
+from runner.episode import EpisodeOptions, EpisodeVM
+from runner.screen import color_fraction, is_blank, png_size
+from runner.selfcheck import TERMINAL_POINT, run_selfcheck
+
+
+@pytest.fixture(scope="module")
+def episode(host, linux_image, settings, accel):
+    golden_before = sha256_file(linux_image.disk)
+    vm = EpisodeVM(host, linux_image, settings, run_id="e2e" + str(int(time.time()) % 100000), slot=0,
+                   options=EpisodeOptions(accel=accel))
+    with vm:
+        yield vm
+    # After teardown: no domain, no overlay, the golden disk untouched.
+    assert host.lookup(vm.name) is None
+    assert not vm.workdir.exists()
+    assert sha256_file(linux_image.disk) == golden_before
+
+
+def test_shell_runs_commands(episode):
+    result = episode.shell.run("uname -a", timeout=30)
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Linux cu-guest ")
+
+
+def test_overlay_backs_onto_the_read_only_golden_disk(episode, linux_image):
+    from runner.hypervisor.overlay import backing_file
+
+    assert backing_file(episode.workdir / "overlay.qcow2") == linux_image.disk.resolve()
+    assert linux_image.disk.stat().st_mode & 0o222 == 0
+
+
+def test_typed_command_in_the_terminal_reaches_the_guest(episode):
+    episode.shell.run("rm -f /tmp/typed", timeout=10)
+    episode.display.click(*TERMINAL_POINT)
+    episode.display.type("echo hello-cu > /tmp/typed\n")
+    deadline = time.monotonic() + 20
+    content = ""
+    while time.monotonic() < deadline and not content:
+        content = episode.shell.run("cat /tmp/typed 2>/dev/null", timeout=10).stdout
+        time.sleep(0.3)
+    assert content == "hello-cu\n"
+
+
+def test_screenshot_shows_the_desktop_at_its_size(episode, linux_image):
+    png = episode.display.screenshot()
+    screen = linux_image.manifest.screen
+    assert png_size(png) == (screen.width, screen.height)
+    assert not is_blank(png)
+    assert color_fraction(png, linux_image.manifest.desktop_color) > 0.15
+
+
+def test_vnc_capture_matches_the_fast_capture(episode):
+    from runner.display.vnc import VncDisplay
+
+    assert isinstance(episode.display, VncDisplay)
+    vnc_png = episode.display.screenshot_vnc()
+    assert png_size(vnc_png) == png_size(episode.display.screenshot())
+
+
+def test_selfcheck_passes(episode, tmp_path):
+    results = run_selfcheck(episode, tmp_path)
+    failed = [f"{r.name}: {r.detail}" for r in results if not r.ok]
+    assert not failed, failed
+    assert (tmp_path / "screenshot.png").exists()
+
+
+def test_out_of_screen_click_is_refused_before_sending(episode):
+    with pytest.raises(ValueError, match="outside"):
+        episode.display.click(5000, 10)
+
+
+def _host_ip() -> str:
+    out = subprocess.run(["ip", "-4", "-o", "route", "get", "1.1.1.1"], capture_output=True, text=True).stdout
+    words = out.split()
+    return words[words.index("src") + 1] if "src" in words else ""
+
+
+def test_guest_network_reaches_nothing_but_the_forwarded_shell(episode):
+    # The guest's network is up (DHCP from QEMU's user network worked) ...
+    addr = episode.shell.run("ip -4 -o addr show scope global", timeout=10).stdout
+    assert "10.0.2.15" in addr, addr
+
+    # ... yet a listener on this host, on loopback and on the host's own address, is unreachable.
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    accepted = []
+
+    def accept():
+        listener.settimeout(15)
+        try:
+            while True:
+                accepted.append(listener.accept()[0])
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        # Sanity: the listener answers from the host itself.
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        targets = ["10.0.2.2", "10.0.2.3"] + ([_host_ip()] if _host_ip() else [])
+        probe = "\n".join(
+            f"python3 -c \"import socket\ntry:\n socket.create_connection(('{t}', {port}), timeout=3); print('{t} OPEN')\n"
+            f"except OSError as e: print('{t} closed', e)\""
+            for t in targets
+        )
+        output = episode.shell.run(probe, timeout=60).stdout
+    finally:
+        listener.close()
+        thread.join()
+    assert "OPEN" not in output, output
+    assert len(accepted) == 1, f"{len(accepted)} connections reached the host listener; only the host's own sanity check should"
+    assert output.count("closed") == len(targets)

@@ -1,0 +1,64 @@
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from runner.catalog import Catalog, Credentials, ImageManifest, ScreenSize, sha256_file
+from runner.errors import UsageError
+
+
+def make_image(root, name="linux-test", disk_bytes=b"golden"):
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "disk.qcow2").write_bytes(disk_bytes)
+    manifest = ImageManifest(
+        name=name, profile="linux", disk="disk.qcow2", disk_sha256=sha256_file(folder / "disk.qcow2"),
+        disk_bytes=len(disk_bytes), screen=ScreenSize(width=1280, height=800),
+        credentials=Credentials(user="cu", password="cu"), built_at=datetime.now(UTC), build_seconds=1.0,
+        builder="test",
+    )
+    (folder / "manifest.json").write_text(json.dumps(manifest.model_dump(mode="json")))
+    return folder
+
+
+def test_lists_and_gets_images(tmp_path):
+    make_image(tmp_path, "linux-test")
+    make_image(tmp_path, "other")
+    catalog = Catalog(tmp_path)
+    assert [i.name for i in catalog.images()] == ["linux-test", "other"]
+    assert catalog.get("other").disk == tmp_path / "other" / "disk.qcow2"
+
+
+def test_missing_image_names_what_is_built_and_how_to_build(tmp_path):
+    make_image(tmp_path, "linux-test")
+    with pytest.raises(UsageError) as info:
+        Catalog(tmp_path).get("windows-11")
+    assert "windows-11" in info.value.message and "linux-test" in info.value.message
+    assert "cu-run image build windows-11" in info.value.fix
+
+
+def test_changed_golden_disk_is_refused(tmp_path):
+    folder = make_image(tmp_path)
+    image = Catalog(tmp_path).get("linux-test")
+    image.verify_disk()
+    (folder / "disk.qcow2").write_bytes(b"tampered")
+    with pytest.raises(UsageError, match="changed after the build"):
+        image.verify_disk()
+
+
+def test_missing_golden_disk_is_refused(tmp_path):
+    folder = make_image(tmp_path)
+    (folder / "disk.qcow2").unlink()
+    with pytest.raises(UsageError, match="missing"):
+        Catalog(tmp_path).get("linux-test").verify_disk()
+
+
+def test_malformed_manifest_names_the_file(tmp_path):
+    folder = make_image(tmp_path)
+    data = json.loads((folder / "manifest.json").read_text())
+    data["screen"] = {"width": "wide"}
+    (folder / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError) as info:
+        Catalog(tmp_path).images()
+    assert str(folder / "manifest.json") in info.value.message
+    assert "screen" in info.value.message

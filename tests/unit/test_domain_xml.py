@@ -1,0 +1,98 @@
+"""Domain XML: golden files for the shapes that matter, and the properties each must keep."""
+
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from runner.hypervisor.domain_xml import (
+    CU_NS,
+    QEMU_NS,
+    DirectKernel,
+    DomainSpec,
+    EpisodeTag,
+    PortForward,
+    SlotIdentity,
+    build_domain_xml,
+    parse_episode_tag,
+)
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+
+
+def spec(**overrides) -> DomainSpec:
+    base = dict(
+        identity=SlotIdentity("r1a2b3", 0),
+        accel="tcg",
+        disk=Path("/cache/episodes/cu-r1a2b3-0/overlay.qcow2"),
+        serial_log=Path("/cache/episodes/cu-r1a2b3-0/serial.log"),
+        tag=EpisodeTag("r1a2b3", 0, 4242, 987654, Path("/cache/episodes/cu-r1a2b3-0")),
+        boot=DirectKernel(Path("/cache/images/linux-test/vmlinuz"), Path("/cache/images/linux-test/initrd.img"),
+                          "root=/dev/vda rw console=ttyS0,115200"),
+        forwards=(PortForward(40022, 22),),
+        run_as=(0, 0),
+    )
+    base.update(overrides)
+    return DomainSpec(**base)
+
+
+def check_golden(name: str, xml: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("CU_RUN_UPDATE_GOLDEN"):
+        path.write_text(xml)
+    assert xml == path.read_text(), f"{name} changed; if intended, rerun with CU_RUN_UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_linux_tcg_domain_matches_golden():
+    check_golden("domain-linux-tcg.xml", build_domain_xml(spec()))
+
+
+def test_linux_kvm_domain_matches_golden():
+    check_golden("domain-linux-kvm.xml", build_domain_xml(spec(accel="kvm", run_as=None)))
+
+
+def test_network_is_restricted_and_forwards_only_to_loopback():
+    root = ET.fromstring(build_domain_xml(spec(forwards=(PortForward(40022, 22), PortForward(40023, 8765)))))
+    args = [a.get("value") for a in root.iter(f"{{{QEMU_NS}}}arg")]
+    netdev = args[args.index("-netdev") + 1]
+    assert "restrict=on" in netdev.split(",")
+    forwards = [part for part in netdev.split(",") if part.startswith("hostfwd=")]
+    assert forwards == ["hostfwd=tcp:127.0.0.1:40022-:22", "hostfwd=tcp:127.0.0.1:40023-:8765"]
+    # no libvirt-managed interface that could bridge the guest to a real network
+    assert root.find("./devices/interface") is None
+
+
+def test_vnc_listens_on_loopback_only():
+    graphics = ET.fromstring(build_domain_xml(spec())).find("./devices/graphics")
+    assert graphics.get("listen") == "127.0.0.1"
+    assert [l.get("address") for l in graphics.findall("listen")] == ["127.0.0.1"]
+
+
+def test_tcg_gets_a_bounded_translation_cache_and_kvm_does_not():
+    tcg = ET.fromstring(build_domain_xml(spec()))
+    assert tcg.get("type") == "qemu"
+    assert tcg.find("./features/tcg/tb-cache").text == "256"
+    kvm = ET.fromstring(build_domain_xml(spec(accel="kvm")))
+    assert kvm.get("type") == "kvm"
+    assert kvm.find("./features/tcg") is None
+
+
+def test_slot_identity_is_stable_and_distinct_per_slot():
+    a, b = SlotIdentity("pool", 0), SlotIdentity("pool", 1)
+    assert (a.name, a.uuid, a.mac) == (SlotIdentity("pool", 0).name, SlotIdentity("pool", 0).uuid, SlotIdentity("pool", 0).mac)
+    assert a.name == "cu-pool-0"
+    assert len({a.uuid, b.uuid}) == 2 and len({a.mac, b.mac}) == 2
+    assert a.mac.startswith("52:54:00:")
+
+
+def test_episode_tag_round_trips_through_metadata():
+    root = ET.fromstring(build_domain_xml(spec()))
+    episode = root.find(f"./metadata/{{{CU_NS}}}episode")
+    tag = parse_episode_tag(ET.tostring(episode, encoding="unicode"))
+    assert tag == spec().tag
+
+
+def test_metadata_without_a_field_is_rejected():
+    with pytest.raises(ValueError, match="owner-pid"):
+        parse_episode_tag(f'<episode xmlns="{CU_NS}"><run>x</run><slot>0</slot></episode>')

@@ -1,0 +1,82 @@
+"""gc against libvirt's own test driver: dead owners' domains and folders go, live ones stay."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.config import Settings
+from runner.episode import OWNER_FILE
+from runner.gc import collect_garbage
+from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, SlotIdentity, build_domain_xml
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.owner import Owner, me
+
+DEAD = Owner(pid=2**22 + 7, start=1)  # above pid_max's default: never a live process
+
+
+@pytest.fixture
+def host():
+    h = LibvirtHost("test:///default")
+    yield h
+    for d in h.cu_domains():
+        h.destroy(d.name)
+    h.close()
+
+
+def start(host, settings, pool, owner):
+    identity = SlotIdentity(pool, 0)
+    workdir = settings.episodes_dir / identity.name
+    workdir.mkdir(parents=True)
+    (workdir / "overlay.qcow2").write_bytes(b"overlay")
+    (workdir / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+    spec = DomainSpec(identity=identity, accel="tcg", disk=workdir / "overlay.qcow2",
+                      serial_log=workdir / "serial.log", tag=EpisodeTag(pool, 0, owner.pid, owner.start, workdir))
+    host.start(build_domain_xml(spec))
+    return identity.name, workdir
+
+
+def test_removes_dead_owners_leftovers_and_keeps_live_ones(host, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path)
+    dead_name, dead_dir = start(host, settings, "deadrun", DEAD)
+    live_name, live_dir = start(host, settings, "liverun", me())
+    orphan = settings.episodes_dir / "cu-crashed-0"  # a start that died before defining a domain
+    orphan.mkdir()
+    (orphan / "overlay.qcow2").write_bytes(b"x")
+
+    report = collect_garbage(host, settings)
+
+    assert f"domain {dead_name}" in report.removed
+    assert not dead_dir.exists() and not orphan.exists()
+    assert host.is_running(live_name) and live_dir.exists()
+    assert any(live_name in k for k in report.kept)
+    assert report.failed == []
+
+
+def test_all_removes_live_runs_too(host, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path)
+    live_name, live_dir = start(host, settings, "liverun2", me())
+    report = collect_garbage(host, settings, everything=True)
+    assert f"domain {live_name}" in report.removed
+    assert not host.is_running(live_name) and not live_dir.exists()
+
+
+def test_foreign_cu_domain_without_metadata_is_left_alone(host, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path)
+    host.start("<domain type='test'><name>cu-not-ours</name><memory>1024</memory>"
+               "<os><type>hvm</type></os></domain>")
+    report = collect_garbage(host, settings, everything=True)
+    assert host.is_running("cu-not-ours")
+    assert any("cu-not-ours" in k and "not ours" in k for k in report.kept)
+
+
+def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path / "cache")
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    spec = DomainSpec(identity=SlotIdentity("evil", 0), accel="tcg", disk=precious / "d.qcow2",
+                      serial_log=precious / "s.log", tag=EpisodeTag("evil", 0, DEAD.pid, DEAD.start, precious))
+    host.start(build_domain_xml(spec))
+    collect_garbage(host, settings)
+    assert precious.exists()
+    assert not host.is_running("cu-evil-0")
