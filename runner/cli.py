@@ -20,11 +20,13 @@ from runner.errors import CuRunError, InfraError, UsageError
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Run computer-use agents on local VMs, many at once, and score them.")
 image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
 vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
+app.add_typer(tasks_app, name="tasks")
 
-out = Console()
+con = Console()
 err = Console(stderr=True)
 
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_HOME",
@@ -37,7 +39,7 @@ AccelOpt = Annotated[str, typer.Option("--accel", help="auto (probe), kvm or tcg
 @app.command()
 def version() -> None:
     """Print cu-run's version."""
-    out.print(__version__)
+    con.print(__version__)
 
 
 @image_app.command("build")
@@ -55,7 +57,7 @@ def image_build(
                                    progress=lambda line: status.update(f"building {name}: {line}"))
     m = image.manifest
     verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
-    out.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
+    con.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
 
 
 @image_app.command("list")
@@ -71,14 +73,14 @@ def image_list(
                            "packages": len(i.manifest.packages), "folder": str(i.folder)} for i in images], indent=2))
         return
     if not images:
-        out.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
+        con.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
         return
     table = Table("name", "profile", "disk", "screen", "built", "sha256")
     for i in images:
         m = i.manifest
         table.add_row(m.name, m.profile, f"{m.disk_bytes / 2**20:.0f} MiB", f"{m.screen.width}x{m.screen.height}",
                       m.built_at.strftime("%Y-%m-%d %H:%M"), m.disk_sha256[:16])
-    out.print(table)
+    con.print(table)
 
 
 @app.command()
@@ -93,7 +95,7 @@ def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
     style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
     for c in checks:
         table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
-    out.print(table)
+    con.print(table)
     if any(c.status == "fail" for c in checks):
         raise typer.Exit(1)
 
@@ -115,13 +117,13 @@ def gc(
     finally:
         host.close()
     for line in report.removed:
-        out.print(f"removed {line}")
+        con.print(f"removed {line}")
     for line in report.kept:
-        out.print(f"[dim]kept {line}[/]")
+        con.print(f"[dim]kept {line}[/]")
     for line in report.failed:
         err.print(f"[red]could not remove {line}[/]")
     if not report.removed:
-        out.print("nothing to remove")
+        con.print("nothing to remove")
     if report.failed:
         raise typer.Exit(3)
 
@@ -148,7 +150,7 @@ def vm_up(
             print(json.dumps(vm.endpoints.as_json()), flush=True)
         else:
             e = vm.endpoints
-            out.print(f"[green]{e.domain} is up[/] (ready in {sum(vm.timings.phases.values()):.1f} s)\n"
+            con.print(f"[green]{e.domain} is up[/] (ready in {sum(vm.timings.phases.values()):.1f} s)\n"
                       f"  screen: vncviewer {e.vnc.replace(':', '::')}\n"
                       f"  shell:  ssh -i {e.ssh_key} -p {e.ssh_port} -o StrictHostKeyChecking=no {e.ssh_user}@{e.ssh_host}\n"
                       "Ctrl-C stops and removes it.")
@@ -180,16 +182,114 @@ def check(
     if build and Catalog(settings.images_dir).find(image) is None:
         image_build(image, force=False, cache_dir=cache_dir)
     with open_vm(settings, image, accel, status=err.status, artifacts=out_dir) as vm:
-        out.print(f"{vm.name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in vm.timings.phases.items()))
+        con.print(f"{vm.name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in vm.timings.phases.items()))
         with err.status("running the checks"):
             results = run_selfcheck(vm, out_dir)
     table = Table("check", "result", "detail", "s")
     for r in results:
         table.add_row(r.name, "[green]pass[/]" if r.ok else "[bold red]FAIL[/]", r.detail, f"{r.seconds:.1f}")
-    out.print(table)
-    out.print(f"screenshots in {out_dir}/; the VM and its overlay are gone")
+    con.print(table)
+    con.print(f"screenshots in {out_dir}/; the VM and its overlay are gone")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
+
+
+SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
+TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="comma-separated task ids [default: all]")]
+PoolOpt = Annotated[int, typer.Option("--vm-pool", help="episodes at once (one VM each)")]
+TrialsOpt = Annotated[int, typer.Option("--trials", help="episodes per task")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
+ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
+
+
+def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto"):
+    from runner.run import RunRequest
+
+    ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
+    return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
+                      resume=resume, fail_under=fail_under, image=image, accel=accel)
+
+
+@app.command()
+def run(
+    suite: SuiteOpt,
+    agent: Annotated[str, typer.Option("--agent", help="oracle or nop")],
+    tasks: TasksOpt = None,
+    vm_pool: PoolOpt = 1,
+    trials: TrialsOpt = 1,
+    out: OutOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="finish the run in --out, redoing nothing finished")] = False,
+    fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
+    image: ImageOpt = None,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
+    from runner.run import run_suite
+
+    result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
+                       _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel), err)
+    con.print(f"results in {result.out_dir}")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def validate(
+    suite: SuiteOpt,
+    tasks: TasksOpt = None,
+    vm_pool: PoolOpt = 1,
+    trials: TrialsOpt = 1,
+    out: OutOpt = None,
+    image: ImageOpt = None,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
+    from runner.run import validate_suite
+
+    code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri),
+                                     _request(suite, "oracle", tasks, vm_pool, trials, out, image=image, accel=accel), err)
+    raise typer.Exit(code)
+
+
+@tasks_app.command("list")
+def tasks_list(suite: SuiteOpt = "linux-core") -> None:
+    """The tasks of a suite."""
+    from runner.tasks import load_suite
+
+    loaded = load_suite(suite)
+    table = Table("id", "profile", "timeout", "difficulty", "tags", title=f"{loaded.name} ({loaded.folder})")
+    for t in loaded.tasks:
+        table.add_row(t.id, t.spec.profile, f"{t.spec.timeout_s} s", t.spec.difficulty or "-", ", ".join(t.spec.tags))
+    con.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: SuiteOpt = "linux-core") -> None:
+    """One task: its instruction, fields and scripts."""
+    from runner.tasks import load_suite
+
+    (task,) = load_suite(suite).select([task_id])
+    con.print(f"[bold]{task.id}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n{task.spec.instruction}\n")
+    for path in task.files():
+        con.print(f"[dim]--- {path.relative_to(task.folder)}[/]")
+        con.print(path.read_text(), highlight=False, markup=False)
+
+
+@tasks_app.command("lint")
+def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
+    """Check every task: schema, scripts present, every .sh passes sh -n, every .ps1 parses."""
+    from runner.lint import lint_suite
+
+    checked, problems = lint_suite(suite)
+    for p in problems:
+        con.print(f"[red]{p.path}[/]: {p.message}", highlight=False)
+    if problems:
+        con.print(f"{len(problems)} problems in {checked} tasks")
+        raise typer.Exit(1)
+    con.print(f"{checked} tasks, no problems")
 
 
 def main() -> None:

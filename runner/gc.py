@@ -45,7 +45,7 @@ def collect_garbage(host: LibvirtHost, settings: Settings, *, everything: bool =
 
     if settings.episodes_dir.is_dir():
         for folder in sorted(settings.episodes_dir.iterdir()):
-            owner = _folder_owner(folder)
+            owner = folder_owner(folder)
             if owner is not None and owner.alive() and not everything:
                 report.kept.append(f"episode folder {folder} (its runner, pid {owner.pid}, is alive)")
                 continue
@@ -56,7 +56,7 @@ def collect_garbage(host: LibvirtHost, settings: Settings, *, everything: bool =
     return report
 
 
-def _folder_owner(folder: Path) -> Owner | None:
+def folder_owner(folder: Path) -> Owner | None:
     try:
         data = json.loads((folder / OWNER_FILE).read_text())
         return Owner(int(data["owner_pid"]), int(data["owner_start"]))

@@ -16,8 +16,8 @@ def color_fraction(png: bytes, color: str, tolerance: int = 8) -> float:
     """The share of pixels within TOLERANCE of COLOR ('#rrggbb'), sampled on a grid."""
     image = Image.open(io.BytesIO(png)).convert("RGB")
     target = hex_to_rgb(color)
-    small = image.resize((160, 100), Image.NEAREST)
-    pixels = list(small.getdata())
+    raw = image.resize((160, 100), Image.NEAREST).tobytes()
+    pixels = [raw[i:i + 3] for i in range(0, len(raw), 3)]
     close = sum(1 for p in pixels if all(abs(a - b) <= tolerance for a, b in zip(p, target)))
     return close / len(pixels)
 

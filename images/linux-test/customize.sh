@@ -5,11 +5,13 @@ set -eu
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
 
+rm -f "$root/etc/resolv.conf"  # mmdebstrap leaves the build host's; the guest must not inherit it
 cp -a "$here/rootfs/." "$root/"
 chmod 0440 "$root/etc/sudoers.d/cu"
 
 # The desktop user. Its password only matters for a screen locker; logins are by key.
 chroot "$root" useradd -m -s /bin/bash -G sudo,video,input,audio cu
+cp -n "$root"/etc/skel/.[!.]* "$root/home/cu/"  # rootfs/ made the home first, so useradd skipped skel
 echo 'cu:cu' | chroot "$root" chpasswd
 chroot "$root" chown -R cu:cu /home/cu
 chmod 0755 "$root/home/cu/.xinitrc"
@@ -21,10 +23,11 @@ rm -f "$root"/etc/ssh/ssh_host_*
 install -m 0600 "$CU_KEYS/ssh_host_ed25519_key" "$root/etc/ssh/"
 install -m 0644 "$CU_KEYS/ssh_host_ed25519_key.pub" "$root/etc/ssh/"
 
-chroot "$root" systemctl enable systemd-networkd ssh >/dev/null 2>&1
-# Nothing waits for a network that has no route out anyway.
-chroot "$root" systemctl mask systemd-networkd-wait-online.service apt-daily.timer \
-    apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer >/dev/null 2>&1
+chroot "$root" systemctl enable cu-net ssh >/dev/null 2>&1
+# Each of these costs seconds of a TCG boot and does nothing for a throwaway guest.
+chroot "$root" systemctl mask systemd-networkd.service systemd-networkd-wait-online.service \
+    e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \
+    fstrim.timer >/dev/null 2>&1
 
 # Kernel modules for hardware no VM here has (400 MB -> ~100 MB).
 for d in drivers/net/wireless drivers/net/ethernet drivers/media drivers/infiniband \

@@ -28,6 +28,10 @@ DEFAULT_TIMEOUT = 20.0
 SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-reads it
 
 Capture = Callable[[], bytes]
+# vncdotool starts its Twisted reactor on the first connect if it is not running yet:
+# two slots connecting at once would both try. Connects take turns until the handshake
+# is done, by which time the reactor runs.
+_CONNECT_LOCK = threading.Lock()
 
 
 class _KeysymClient(VNCDoToolClient):
@@ -78,8 +82,9 @@ class VncDisplay(Display):
 
     def _connect(self) -> None:
         try:
-            self._client = vnc_api.connect(self.address, timeout=self._timeout, factory_class=_KeysymFactory)
-            self._client.pause(0)  # returns once the RFB handshake is done
+            with _CONNECT_LOCK:
+                self._client = vnc_api.connect(self.address, timeout=self._timeout, factory_class=_KeysymFactory)
+                self._client.pause(0)  # returns once the RFB handshake is done
         except Exception as exc:
             self._client = None
             raise _unreachable(self.address, exc) from exc

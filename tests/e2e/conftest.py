@@ -1,10 +1,5 @@
 """Fixtures that boot real VMs: libvirt, QEMU (TCG here), VNC and SSH, nothing faked."""
 
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
 from runner.catalog import Catalog, Image
@@ -31,21 +26,3 @@ def host(settings):
     h = LibvirtHost(settings.libvirt_uri)
     yield h
     h.close()
-
-
-def cu_run(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True, **kwargs)
-
-
-def qemu_pid(domain: str) -> int:
-    return int(Path(f"/run/libvirt/qemu/{domain}.pid").read_text())
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

@@ -1,0 +1,34 @@
+"""Shared bits of the benchmarks: statistics and the JSON they print."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+from runner import __version__
+
+
+def summarize(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"n": len(samples), "median_s": round(statistics.median(samples), 4), "p95_s": round(p95, 4),
+            "min_s": round(ordered[0], 4), "max_s": round(ordered[-1], 4)}
+
+
+def timed(action: Callable[[], object], n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def emit(name: str, results: dict) -> None:
+    report = {"benchmark": name, "runner_version": __version__, "host": platform.node(),
+              "python": sys.version.split()[0], **results}
+    print(json.dumps(report, indent=2))

@@ -1,0 +1,224 @@
+"""Runs a suite's (task, trial) episodes over a pool of VM slots and records what happened.
+
+Each slot is a worker thread with its own VM at a time (domain cu-<run>-<slot>). An
+episode: overlay -> start -> ready -> setup -> initial screenshot -> agent -> final
+screenshot -> verify -> artifacts -> teardown, the teardown on every path. Broken
+infrastructure is retried on a fresh VM and never scored as the agent's failure.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.agents import Agent, AgentResult
+from runner.catalog import Image
+from runner.config import Settings
+from runner.episode import EpisodeOptions, EpisodeVM
+from runner.errors import CommandTimeout, InfraError
+from runner.hypervisor.domain_xml import Accel
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.results import EpisodeRecord, ResultLog
+from runner.task_scripts import run_task_script
+from runner.tasks import Task
+from runner.verdict import Verdict, parse_verdict
+
+INFRA_RETRIES = 2
+STOP_GRACE_S = 120.0
+
+
+class SetupFailed(InfraError):
+    """The task's setup script failed: the episode never reached the agent."""
+
+
+@dataclass
+class SlotStatus:
+    task_id: str = ""
+    trial: int = 0
+    phase: str = "idle"
+    since: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    image: Image
+    accel: Accel
+    vm_pool: int
+    run_id: str
+    infra_retries: int = INFRA_RETRIES
+
+
+class Harness:
+    def __init__(self, host: LibvirtHost, settings: Settings, pool: PoolConfig, agent: Agent, out_dir: Path,
+                 on_record: Callable[[EpisodeRecord], None] = lambda _r: None) -> None:
+        self.host = host
+        self.settings = settings
+        self.pool = pool
+        self.agent = agent
+        self.out_dir = out_dir
+        self.log = ResultLog(out_dir)
+        self.on_record = on_record
+        self.status = {slot: SlotStatus() for slot in range(pool.vm_pool)}
+        self._queue: queue.Queue[tuple[Task, int]] = queue.Queue()
+        self._stop = threading.Event()
+        self._active: dict[int, EpisodeVM] = {}
+
+    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
+        """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
+        for item in work:
+            self._queue.put(item)
+        threads = [threading.Thread(target=self._worker, args=(slot,), name=f"slot-{slot}", daemon=True)
+                   for slot in range(min(self.pool.vm_pool, len(work)))]
+        for thread in threads:
+            thread.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                render()
+                for t in threads:
+                    t.join(timeout=0.5 / len(threads))
+            render()
+        except KeyboardInterrupt:
+            self.stop()
+            deadline = time.monotonic() + STOP_GRACE_S
+            for t in threads:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+            raise
+
+    def stop(self) -> None:
+        """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
+        self._stop.set()
+        for vm in list(self._active.values()):
+            try:
+                self.host.destroy(vm.name)
+            except InfraError:
+                pass
+
+    # -- one slot
+
+    def _worker(self, slot: int) -> None:
+        while not self._stop.is_set():
+            try:
+                task, trial = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            record = self._with_retries(slot, task, trial)
+            if record is not None:
+                self.log.append(record)
+                self.on_record(record)
+        self.status[slot] = SlotStatus()
+
+    def _with_retries(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
+        started = datetime.now(UTC)
+        t0 = time.monotonic()
+        attempts = self.pool.infra_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._episode(slot, task, trial, attempt, started)
+            except InfraError as exc:
+                if self._stop.is_set():
+                    return None  # the run is ending: this episode stays unfinished, --resume redoes it
+                self._keep_failed_attempt(task, trial, attempt, exc)
+                if attempt == attempts:
+                    return EpisodeRecord(task.id, trial, "infra_error", f"after {attempts} attempts: {exc.message}",
+                                         round(time.monotonic() - t0, 2), slot, attempt,
+                                         started.isoformat(), datetime.now(UTC).isoformat())
+        return None
+
+    def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime) -> EpisodeRecord:
+        ep_dir = self.episode_dir(task, trial)
+        shutil.rmtree(ep_dir, ignore_errors=True)
+        ep_dir.mkdir(parents=True)
+        t0 = time.monotonic()
+        phases: dict[str, float] = {}
+        self._set(slot, task, trial, "boot")
+        vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
+                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir)
+        self._active[slot] = vm
+        try:
+            with vm:
+                if self._stop.is_set():
+                    raise InfraError("the run was stopped")
+                phases.update(vm.timings.phases)
+                outcome, reason, agent_result, verdict_log = self._act_and_verify(vm, slot, task, trial, ep_dir, phases)
+                self._set(slot, task, trial, "teardown")
+                t = time.monotonic()
+            phases["teardown"] = round(time.monotonic() - t, 3)
+        finally:
+            self._active.pop(slot, None)
+        record = EpisodeRecord(task.id, trial, outcome, reason, round(time.monotonic() - t0, 2), slot, attempt,
+                               started.isoformat(), datetime.now(UTC).isoformat(), phases)
+        (ep_dir / "episode.json").write_text(json.dumps(
+            {**asdict(record), "agent": self.agent.name, "agent_ended": agent_result.ended,
+             "agent_reason": agent_result.reason, "verifier": verdict_log, "domain": vm.name}, indent=2) + "\n")
+        return record
+
+    def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
+                        phases: dict[str, float]) -> tuple[str, str, AgentResult, dict]:
+        self._set(slot, task, trial, "setup")
+        t = time.monotonic()
+        try:
+            setup = run_task_script(vm.shell, task, "setup")
+        except CommandTimeout as exc:
+            raise SetupFailed(f"setup of {task.id} timed out: {exc.message}") from exc
+        phases["setup"] = round(time.monotonic() - t, 3)
+        if setup is not None:
+            (ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
+            if setup.exit_code != 0:
+                raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
+        (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
+
+        self._set(slot, task, trial, f"agent {self.agent.name}")
+        t = time.monotonic()
+        agent_result = self.agent.run(vm, task, ep_dir / "agent.log")
+        phases["agent"] = round(time.monotonic() - t, 3)
+        vm.check_alive()
+        (ep_dir / "final.png").write_bytes(vm.display.screenshot())
+
+        self._set(slot, task, trial, "verify")
+        t = time.monotonic()
+        try:
+            verify = run_task_script(vm.shell, task, "verify")
+            assert verify is not None
+            (ep_dir / "verify.log").write_text(_log_text(verify.exit_code, verify.stdout, verify.stderr))
+            verdict = parse_verdict(verify.stdout, verify.exit_code)
+            verdict_log = {"exit_code": verify.exit_code, "verdict": verdict.kind, "reason": verdict.reason}
+        except CommandTimeout as exc:
+            (ep_dir / "verify.log").write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
+            verdict = Verdict("error", f"the verifier timed out: {exc.message}")
+            verdict_log = {"exit_code": None, "verdict": "error", "reason": verdict.reason}
+        phases["verify"] = round(time.monotonic() - t, 3)
+
+        if agent_result.ended == "timeout":
+            return "timeout", agent_result.reason, agent_result, verdict_log
+        if agent_result.ended == "error":
+            return "agent_error", agent_result.reason, agent_result, verdict_log
+        outcome = {"pass": "pass", "fail": "fail", "error": "verifier_error"}[verdict.kind]
+        return outcome, verdict.reason, agent_result, verdict_log
+
+    # -- bookkeeping
+
+    def episode_dir(self, task: Task, trial: int) -> Path:
+        return self.out_dir / task.id / str(trial)
+
+    def _keep_failed_attempt(self, task: Task, trial: int, attempt: int, exc: InfraError) -> None:
+        ep_dir = self.episode_dir(task, trial)
+        if not ep_dir.exists():
+            return
+        (ep_dir / "infra_error.txt").write_text(str(exc) + "\n")
+        kept = ep_dir.with_name(f"{trial}.infra-attempt-{attempt}")
+        shutil.rmtree(kept, ignore_errors=True)
+        ep_dir.rename(kept)
+
+    def _set(self, slot: int, task: Task, trial: int, phase: str) -> None:
+        self.status[slot] = SlotStatus(task.id, trial, phase)
+
+
+def _log_text(exit_code: int, stdout: str, stderr: str) -> str:
+    return f"exit {exit_code}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"

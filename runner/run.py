@@ -1,0 +1,210 @@
+"""`cu-run run` and `cu-run validate`: the run scope around the harness.
+
+Load and check the suite, agent and image before any VM starts; write provenance; run
+the pool; write the summary. Results are appended as episodes end, so an interrupted
+run resumes with --resume and redoes only what has no result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from runner.agents import make_agent
+from runner.catalog import Catalog
+from runner.config import Settings
+from runner.errors import UsageError
+from runner.harness import Harness, PoolConfig
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.provenance import host_facts, runner_facts
+from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.session import new_run_id, resolve_accel
+from runner.tasks import Suite, Task, load_suite
+
+DEFAULT_IMAGE = {"linux": "linux-test", "windows": "windows-11"}
+EXIT_INFRA = 3
+EXIT_GATE = 4
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    suite: str
+    agent: str
+    tasks: tuple[str, ...] = ()
+    vm_pool: int = 1
+    trials: int = 1
+    out: Path | None = None
+    resume: bool = False
+    fail_under: float | None = None
+    image: str | None = None
+    accel: str = "auto"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    out_dir: Path
+    summary: dict
+    records: list[EpisodeRecord]
+    exit_code: int
+
+
+def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunResult:
+    if request.vm_pool < 1 or request.trials < 1:
+        raise UsageError("--vm-pool and --trials must be at least 1")
+    if request.fail_under is not None and not 0 <= request.fail_under <= 1:
+        raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
+    suite = load_suite(request.suite)
+    tasks = suite.select(list(request.tasks))
+    profile = _profile(suite, tasks)
+    agent = make_agent(request.agent)
+    image = Catalog(settings.images_dir).get(request.image or DEFAULT_IMAGE[profile])
+    if image.manifest.profile != profile:
+        raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
+                         fix=f"pass --image with a {profile} image")
+    out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
+    log = ResultLog(out_dir)
+    run_json = out_dir / "run.json"
+    previous = _check_out_dir(out_dir, log, request.resume, suite)
+
+    image.verify_disk()
+    accel, probe = resolve_accel(settings, image, request.accel)
+    finished = log.finished()
+    work = [(t, trial) for trial in range(1, request.trials + 1) for t in tasks if (t.id, trial) not in finished]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    host = LibvirtHost(settings.libvirt_uri)
+    started_at = datetime.now(UTC).isoformat()
+    provenance = previous or {
+        "started_at": started_at,
+        "host": host_facts(),
+        "accel": {"used": accel, "requested": request.accel, "probe": probe.reason},
+        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
+        "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
+                  "builder": image.manifest.builder},
+        "suite": {"name": suite.name, "path": str(suite.folder), "content_sha256": suite.content_hash(),
+                  "tasks": [t.id for t in tasks]},
+        "agent": {"name": agent.name, "version": agent.version()},
+        "runner": runner_facts(),
+        "arguments": _arguments(request),
+        "resumed_at": [],
+    }
+    if previous:
+        provenance["resumed_at"].append(started_at)
+    _write_json(run_json, provenance)
+
+    console.print(f"run {out_dir}: {len(work)} episodes to go "
+                  f"({len(tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
+                  f"pool {request.vm_pool}, {accel.upper()}, agent {agent.name}")
+    pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id())
+    harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
+    try:
+        if work:
+            with Live(_status_table(harness), console=console, refresh_per_second=2, transient=True) as live:
+                harness.run(work, render=lambda: live.update(_status_table(harness)))
+    finally:
+        host.close()
+        wanted = {t.id for t in tasks}
+        records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
+        summary = summarize(records, [t.id for t in tasks])
+        _write_json(out_dir / "summary.json", summary)
+        provenance["ended_at"] = datetime.now(UTC).isoformat()
+        _write_json(run_json, provenance)
+
+    _print_summary(console, summary)
+    exit_code = 0
+    if summary["overall"]["outcomes"]["infra_error"]:
+        exit_code = EXIT_INFRA
+    elif request.fail_under is not None and (summary["overall"]["rate"] or 0) < request.fail_under:
+        console.print(f"[bold red]success rate {summary['overall']['rate']} is under --fail-under {request.fail_under}[/]")
+        exit_code = EXIT_GATE
+    return RunResult(out_dir, summary, records, exit_code)
+
+
+def validate_suite(settings: Settings, request: RunRequest, console: Console) -> tuple[int, list[str]]:
+    """Oracle then nop over the suite: every oracle must pass and every nop must fail."""
+    base = (request.out or Path("runs") / f"validate-{Path(request.suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    problems: list[str] = []
+    results = {}
+    for agent, expected in (("oracle", "pass"), ("nop", "fail")):
+        sub = RunRequest(**{**request.__dict__, "agent": agent, "out": base / agent, "fail_under": None})
+        results[agent] = run_suite(settings, sub, console)
+        for r in results[agent].records:
+            if r.outcome != expected:
+                problems.append(f"{r.task_id} trial {r.trial}: {agent} gave {r.outcome}"
+                                f"{' (' + r.reason + ')' if r.reason else ''}, expected {expected}")
+    infra = any(r.exit_code == EXIT_INFRA for r in results.values())
+    if problems:
+        console.print("[bold red]validation failed:[/]\n  " + "\n  ".join(problems))
+    else:
+        console.print(f"[green]valid:[/] every oracle passed and every nop failed ({base})")
+    code = EXIT_INFRA if infra else (EXIT_GATE if problems else 0)
+    return code, problems
+
+
+def _profile(suite: Suite, tasks: tuple[Task, ...]) -> str:
+    profiles = {t.spec.profile for t in tasks}
+    if len(profiles) != 1:
+        raise UsageError(f"suite {suite.name} mixes profiles ({', '.join(sorted(profiles))}); run them separately")
+    return profiles.pop()
+
+
+def _check_out_dir(out_dir: Path, log: ResultLog, resume: bool, suite: Suite) -> dict | None:
+    has_results = (out_dir / RESULTS).exists()
+    if has_results and not resume:
+        raise UsageError(f"{out_dir} already holds results of a run",
+                         fix="add --resume to finish that run, or choose another --out")
+    if not resume:
+        return None
+    run_json = out_dir / "run.json"
+    if not run_json.exists():
+        return None
+    previous = json.loads(run_json.read_text())
+    if previous.get("suite", {}).get("content_sha256") != suite.content_hash():
+        raise UsageError(f"the tasks of suite {suite.name} changed since the run in {out_dir} started; "
+                         "its results would mix two versions",
+                         fix="start a new run with another --out")
+    return previous
+
+
+def _arguments(request: RunRequest) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in request.__dict__.items()}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _status_table(harness: Harness) -> Table:
+    table = Table("slot", "task", "trial", "phase", "elapsed", title="episodes in flight")
+    now = time.monotonic()
+    for slot, s in sorted(harness.status.items()):
+        table.add_row(str(slot), s.task_id or "-", str(s.trial or "-"), s.phase, f"{now - s.since:.0f} s")
+    return table
+
+
+_STYLE = {"pass": "green", "fail": "red", "timeout": "yellow", "agent_error": "magenta",
+          "verifier_error": "bold magenta", "infra_error": "bold red"}
+
+
+def _print_record(console: Console, r: EpisodeRecord) -> None:
+    reason = f" {r.reason}" if r.reason else ""
+    console.print(f"[{_STYLE[r.outcome]}]{r.outcome:>14}[/] {r.task_id} #{r.trial} "
+                  f"(slot {r.slot}, {r.duration_s:.0f} s){reason}", highlight=False)
+
+
+def _print_summary(console: Console, summary: dict) -> None:
+    table = Table("task", "passes/scored", "rate", "timeout", "agent_error", "verifier_error", "infra_error")
+    for task_id, c in list(summary["tasks"].items()) + [("overall", summary["overall"])]:
+        o = c["outcomes"]
+        rate = "-" if c["rate"] is None else f"{c['rate']:.2f}"
+        table.add_row(task_id, f"{c['passes']}/{c['scored']}", rate, str(o["timeout"]), str(o["agent_error"]),
+                      str(o["verifier_error"]), str(o["infra_error"]))
+    console.print(table)

@@ -1,0 +1,54 @@
+"""Syntax checks of task and provisioning scripts, without running them.
+
+PowerShell is parsed with a real grammar (tree-sitter-powershell); sh with `sh -n`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import tree_sitter_powershell
+from tree_sitter import Language, Node, Parser
+
+_POWERSHELL = Language(tree_sitter_powershell.language())
+
+
+def powershell_errors(source: bytes) -> list[str]:
+    """'line L, column C: ...' for each syntax error; empty when the script parses."""
+    tree = Parser(_POWERSHELL).parse(source)
+    if not tree.root_node.has_error:
+        return []
+    errors: list[str] = []
+    _collect(tree.root_node, source, errors)
+    return errors or ["the parser reports an error it could not place"]
+
+
+def _collect(node: Node, source: bytes, errors: list[str]) -> None:
+    if node.is_error or node.is_missing:
+        line, col = node.start_point
+        if node.is_missing:
+            what = f"missing {node.type!r}"
+        else:
+            text = source[node.start_byte:node.end_byte].decode(errors="replace").splitlines()
+            what = f"unexpected {text[0][:60]!r}" if text else "unexpected input"
+        errors.append(f"line {line + 1}, column {col + 1}: {what}")
+        return
+    for child in node.children:
+        if child.has_error or child.is_missing:
+            _collect(child, source, errors)
+
+
+def sh_errors(path: Path) -> list[str]:
+    result = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True)
+    if result.returncode == 0:
+        return []
+    return [line.strip() for line in result.stderr.splitlines() if line.strip()] or [f"sh -n exited {result.returncode}"]
+
+
+def script_errors(path: Path) -> list[str]:
+    if path.suffix == ".ps1":
+        return powershell_errors(path.read_bytes())
+    if path.suffix == ".sh":
+        return sh_errors(path)
+    return []

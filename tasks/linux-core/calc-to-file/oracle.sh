@@ -1,0 +1,1 @@
+echo 53361 > "$HOME/result.txt"

@@ -1,0 +1,1 @@
+rm -f "$HOME/result.txt"

@@ -1,0 +1,2 @@
+rm -f "$HOME/Documents/fox.txt"
+mkdir -p "$HOME/Documents"

@@ -1,0 +1,1 @@
+mkdir -p "$HOME/projects/alpha/docs" "$HOME/projects/beta/docs"

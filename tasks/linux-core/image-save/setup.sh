@@ -1,0 +1,2 @@
+rm -f "$HOME/Pictures/drawing.png"
+mkdir -p "$HOME/Pictures"

@@ -1,0 +1,1 @@
+date +%F > "$HOME/today.txt"

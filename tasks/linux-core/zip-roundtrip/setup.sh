@@ -1,0 +1,5 @@
+rm -rf "$HOME/zipme" "$HOME/archive.zip"
+mkdir -p "$HOME/zipme"
+printf 'alpha contents\n' > "$HOME/zipme/a.txt"
+printf 'bravo contents\n' > "$HOME/zipme/b.txt"
+printf 'charlie contents\n' > "$HOME/zipme/c.txt"

@@ -1,0 +1,1 @@
+Set-Content -LiteralPath "C:\evals\result.txt" -Value (231 * 231)

@@ -1,0 +1,1 @@
+[Environment]::SetEnvironmentVariable("EVALS_PROBE", "42", "User")

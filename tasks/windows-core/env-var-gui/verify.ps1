@@ -1,0 +1,15 @@
+$system = Get-ItemProperty -Path "HKLM:\SYSTEM\CurrentControlSet\Control\Session Manager\Environment" -Name "EVALS_PROBE" -ErrorAction SilentlyContinue
+if ($null -ne $system) {
+    Write-Output "FAIL EVALS_PROBE is a System variable (value '$($system.EVALS_PROBE)')"
+    exit 0
+}
+$user = Get-ItemProperty -Path "HKCU:\Environment" -Name "EVALS_PROBE" -ErrorAction SilentlyContinue
+if ($null -eq $user) {
+    Write-Output "FAIL HKCU\Environment has no EVALS_PROBE"
+    exit 0
+}
+if ($user.EVALS_PROBE -ne "42") {
+    Write-Output "FAIL HKCU\Environment EVALS_PROBE is '$($user.EVALS_PROBE)', not 42"
+    exit 0
+}
+Write-Output "PASS"

@@ -1,0 +1,3 @@
+$ErrorActionPreference = "Stop"
+New-Item -ItemType Directory -Force -Path "C:\evals" | Out-Null
+Remove-Item -Force -ErrorAction SilentlyContinue "C:\evals\fox.txt"

@@ -1,0 +1,1 @@
+Get-Date -Format "yyyy-MM-dd" | Set-Content -LiteralPath "C:\evals\today.txt"

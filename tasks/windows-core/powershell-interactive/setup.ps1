@@ -1,0 +1,2 @@
+New-Item -ItemType Directory -Force -Path "C:\evals" | Out-Null
+Remove-Item -Force -ErrorAction SilentlyContinue "C:\evals\today.txt"

@@ -1,0 +1,42 @@
+"""Helpers for the e2e tests: run the CLI, find a domain's QEMU, wait for a condition."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def cu_run(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    # A wide terminal, so rich does not wrap table cells across lines.
+    env = {**os.environ, "COLUMNS": "400"}
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True, env=env, **kwargs)
+
+
+def qemu_pid(domain: str) -> int:
+    return int(Path(f"/run/libvirt/qemu/{domain}.pid").read_text())
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def leftovers(host, settings) -> list[str]:
+    """Domains and episode folders whose runner is gone: what a clean exit must never leave."""
+    from runner.gc import folder_owner
+    from runner.owner import Owner
+
+    found = [f"domain {d.name}" for d in host.cu_domains()
+             if d.tag and not Owner(d.tag.owner_pid, d.tag.owner_start).alive()]
+    if settings.episodes_dir.exists():
+        for folder in settings.episodes_dir.iterdir():
+            owner = folder_owner(folder)
+            if owner is None or not owner.alive():
+                found.append(f"folder {folder}")
+    return found

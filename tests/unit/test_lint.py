@@ -1,0 +1,59 @@
+"""Lint with the real PowerShell grammar and sh -n: the built-in suites pass, planted errors fail."""
+
+import shutil
+
+import pytest
+
+from runner.lint import lint_suite
+from runner.script_syntax import powershell_errors
+from runner.tasks import SUITES_DIR
+
+
+@pytest.mark.parametrize("suite", ["linux-core", "windows-core"])
+def test_built_in_suites_lint_clean(suite):
+    checked, problems = lint_suite(suite)
+    assert checked == 8 and problems == []
+
+
+def test_planted_powershell_syntax_error_fails(tmp_path):
+    suite = tmp_path / "windows-core"
+    shutil.copytree(SUITES_DIR / "windows-core", suite)
+    verify = suite / "env-var-gui" / "verify.ps1"
+    verify.write_text(verify.read_text().replace('if ($null -ne $system) {', 'if ($null -ne $system {', 1))
+    _checked, problems = lint_suite(str(suite))
+    assert {p.path for p in problems} == {verify}
+    assert all(p.message.startswith("line ") for p in problems)
+
+
+def test_planted_sh_syntax_error_fails(tmp_path):
+    suite = tmp_path / "linux-core"
+    shutil.copytree(SUITES_DIR / "linux-core", suite)
+    setup = suite / "folder-tree" / "setup.sh"
+    setup.write_text('if [ -d x ]; then\n  echo unterminated\n')
+    _checked, problems = lint_suite(str(suite))
+    assert {p.path for p in problems} == {setup}
+
+
+def test_schema_problems_are_reported_per_task(tmp_path):
+    suite = tmp_path / "linux-core"
+    shutil.copytree(SUITES_DIR / "linux-core", suite)
+    (suite / "env-var" / "oracle.sh").unlink()
+    (suite / "zip-roundtrip" / "task.yaml").write_text("id: zip-roundtrip\nprofile: linux\n")
+    _checked, problems = lint_suite(str(suite))
+    messages = {p.path.name: p.message for p in problems}
+    assert "missing script oracle.sh" in messages["env-var"]
+    assert "field 'instruction'" in messages["zip-roundtrip"]
+
+
+@pytest.mark.parametrize("source", [
+    b'$x = @{ a = 1 }\nif ($x.a -eq 1) {\n    Write-Output "PASS"\n}\n',
+    b'try {\n    Get-Item "C:\\x"\n} catch {\n    Write-Output "FAIL $_"\n}\n',
+])
+def test_valid_powershell_parses(source):
+    assert powershell_errors(source) == []
+
+
+@pytest.mark.parametrize("source", [b'if ($x -eq 1 {\n  "x"\n}\n', b'function f {\n  "x"\n', b'$a = (1 + \n'])
+def test_broken_powershell_is_reported_with_a_position(source):
+    errors = powershell_errors(source)
+    assert errors and errors[0].startswith("line ")

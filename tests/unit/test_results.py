@@ -1,0 +1,34 @@
+from runner.results import EpisodeRecord, ResultLog, summarize
+
+
+def record(task, trial, outcome):
+    return EpisodeRecord(task, trial, outcome, "", 1.0, 0, 1, "t0", "t1")
+
+
+def test_appended_records_read_back_and_torn_lines_are_skipped(tmp_path):
+    log = ResultLog(tmp_path)
+    log.append(record("a", 1, "pass"))
+    log.append(record("a", 2, "infra_error"))
+    with log.path.open("a") as f:
+        f.write('{"task_id": "b", "tri')  # a crash mid-write
+    assert [(r.task_id, r.trial) for r in log.records()] == [("a", 1), ("a", 2)]
+    # infra errors were never scored: resume redoes them
+    assert log.finished() == {("a", 1)}
+
+
+def test_latest_line_wins_for_a_redone_episode(tmp_path):
+    log = ResultLog(tmp_path)
+    log.append(record("a", 1, "infra_error"))
+    log.append(record("a", 1, "fail"))
+    assert [r.outcome for r in log.latest()] == ["fail"]
+    assert log.finished() == {("a", 1)}
+
+
+def test_summary_leaves_infra_errors_out_of_the_rate():
+    records = [record("a", 1, "pass"), record("a", 2, "fail"), record("a", 3, "infra_error"),
+               record("b", 1, "timeout"), record("b", 2, "verifier_error")]
+    s = summarize(records, ["a", "b", "c"])
+    assert s["tasks"]["a"]["passes"] == 1 and s["tasks"]["a"]["scored"] == 2 and s["tasks"]["a"]["rate"] == 0.5
+    assert s["tasks"]["b"]["rate"] == 0.0 and s["tasks"]["b"]["outcomes"]["timeout"] == 1
+    assert s["tasks"]["c"]["rate"] is None
+    assert s["overall"]["episodes"] == 5 and s["overall"]["rate"] == 0.25

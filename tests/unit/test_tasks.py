@@ -1,0 +1,85 @@
+"""Task loading: good suites load; each kind of malformed task is one message naming file and field."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runner.errors import UsageError
+from runner.tasks import SUITES_DIR, load_suite
+
+TASK_YAML = """id: {id}
+instruction: Do the thing.
+profile: linux
+timeout_s: 60
+"""
+
+
+def make_task(suite: Path, task_id: str, yaml: str | None = None, scripts=("setup.sh", "verify.sh", "oracle.sh")):
+    folder = suite / task_id
+    folder.mkdir(parents=True)
+    (folder / "task.yaml").write_text(yaml if yaml is not None else TASK_YAML.format(id=task_id))
+    for name in scripts:
+        (folder / name).write_text("echo PASS\n")
+    return folder
+
+
+def test_built_in_suites_load():
+    linux = load_suite("linux-core")
+    assert len(linux.tasks) == 8 and {t.spec.profile for t in linux.tasks} == {"linux"}
+    windows = load_suite("windows-core")
+    assert {t.id for t in windows.tasks} == {
+        "notepad-write-save", "explorer-folder-tree", "env-var-gui", "zip-roundtrip",
+        "calc-to-notepad", "mspaint-save", "powershell-interactive", "find-and-fix"}
+    assert all(t.script("verify").suffix == ".ps1" for t in windows.tasks)
+
+
+def test_suite_by_path_and_defaults(tmp_path):
+    make_task(tmp_path, "one", yaml="id: one\ninstruction: x\nprofile: linux\n", scripts=("verify.sh", "oracle.sh"))
+    suite = load_suite(str(tmp_path))
+    (task,) = suite.tasks
+    assert task.spec.timeout_s == 300 and task.script("setup") is None
+
+
+@pytest.mark.parametrize("yaml,expected", [
+    ("instruction: x\nprofile: linux\n", "field 'id': Field required"),
+    ("id: t\ninstruction: x\nprofile: macos\n", "field 'profile'"),
+    ("id: t\ninstruction: x\nprofile: linux\ntimeout_s: soon\n", "field 'timeout_s'"),
+    ("id: t\ninstruction: '   '\nprofile: linux\n", "field 'instruction'"),
+    ("id: t\ninstruction: x\nprofile: linux\ntimout_s: 5\n", "field 'timout_s': Extra inputs"),
+    ("id: other\ninstruction: x\nprofile: linux\n", "field 'id' is 'other' but the folder is 't'"),
+    ("- a list\n", "expected a mapping"),
+    ("id: [unclosed\n", "not valid YAML"),
+])
+def test_malformed_task_yaml_names_file_and_field(tmp_path, yaml, expected):
+    make_task(tmp_path, "t", yaml=yaml)
+    with pytest.raises(UsageError) as info:
+        load_suite(str(tmp_path))
+    assert str(tmp_path / "t" / "task.yaml") in info.value.message
+    assert expected in info.value.message
+
+
+def test_missing_script_is_named(tmp_path):
+    make_task(tmp_path, "t", scripts=("setup.sh", "verify.sh"))
+    with pytest.raises(UsageError, match=r"missing script oracle\.sh"):
+        load_suite(str(tmp_path))
+
+
+def test_windows_task_needs_ps1_scripts(tmp_path):
+    make_task(tmp_path, "t", yaml="id: t\ninstruction: x\nprofile: windows\n")
+    with pytest.raises(UsageError, match=r"missing script verify\.ps1"):
+        load_suite(str(tmp_path))
+
+
+def test_unknown_suite_and_task(tmp_path):
+    with pytest.raises(UsageError, match="no suite 'nope'"):
+        load_suite("nope")
+    with pytest.raises(UsageError, match="has no task 'nope'"):
+        load_suite("linux-core").select(["nope"])
+
+
+def test_content_hash_changes_with_any_file(tmp_path):
+    shutil.copytree(SUITES_DIR / "linux-core", tmp_path / "s")
+    before = load_suite(str(tmp_path / "s")).content_hash()
+    (tmp_path / "s" / "env-var" / "verify.sh").write_text("echo PASS\n")
+    assert load_suite(str(tmp_path / "s")).content_hash() != before
