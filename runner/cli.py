@@ -157,6 +157,36 @@ def vm_up(
         _wait_forever(vm)
 
 
+@app.command()
+def mcp(
+    image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
+    tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files")] = "screen,mouse,keyboard",
+    file_root: Annotated[str, typer.Option("--file-root", help="folder the file tools are confined to")] = "/home/cu",
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
+    trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Start a fresh episode VM and serve its screen, mouse and keyboard over MCP on stdio.
+
+    The VM lives as long as the client stays connected, then is removed.
+    """
+    from runner.mcp_server import build_server, resolve_toolsets
+    from runner.session import open_vm
+    from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+
+    toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
+    resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    with open_vm(settings, image, accel, status=err.status) as vm:
+        recorder = Trajectory(trajectory, max_steps=max_steps)
+        server = build_server(RecordingDisplay(vm.display, recorder), RecordingShell(vm.shell, recorder),
+                              toolsets=toolsets, file_root=file_root)
+        err.print(f"{vm.name} is up; serving MCP on stdio")
+        server.run("stdio")
+
+
 def _wait_forever(vm) -> None:
     import time
 

@@ -54,8 +54,8 @@ class Display(ABC):
         """Presses KEY (a name from display.keys, or one character) with MODIFIERS held."""
 
     @abstractmethod
-    def type(self, text: str) -> None:
-        """Types TEXT exactly, shifted symbols and newlines included."""
+    def type(self, text: str, *, delay: float | None = None) -> None:
+        """Types TEXT exactly, shifted symbols and newlines included, DELAY seconds between keys."""
 
     @property
     @abstractmethod

@@ -1,8 +1,8 @@
 """Display over VNC (vncdotool as a library): one persistent connection per VM.
 
 Input always goes over VNC. Capture goes over VNC too, unless a faster local capture
-is given (libvirt's screendump, ~20x faster on this kind of host: see bench/episode.py);
-VNC capture stays for endpoints that are only reachable over VNC.
+is given (libvirt's screendump: faster and much steadier than a VNC full refresh, see
+bench/episode.py); VNC capture stays for endpoints that are only reachable over VNC.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _BUTTON_MASK = {"left": 1, "middle": 2, "right": 3}
 _WHEEL = {"up": 4, "down": 5, "left": 6, "right": 7}
 _SHIFT = 0xFFE1
 DEFAULT_TIMEOUT = 20.0
+DISCONNECT_TIMEOUT = 2.0
 SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-reads it
 
 Capture = Callable[[], bytes]
@@ -188,12 +189,13 @@ class VncDisplay(Display):
             held.append(_SHIFT)
         self._chord(held, code)
 
-    def type(self, text: str) -> None:
+    def type(self, text: str, *, delay: float | None = None) -> None:
         codes = [(keysym(ch), needs_shift(ch)) for ch in text]  # validate all before sending any
+        pause = self._key_delay if delay is None else delay
         for code, shifted in codes:
             self._chord([_SHIFT] if shifted else [], code)
-            if self._key_delay:
-                time.sleep(self._key_delay)
+            if pause:
+                time.sleep(pause)
 
     def _chord(self, held: list[int], code: int) -> None:
         with self._lock:
@@ -228,6 +230,9 @@ def _unreachable(address: str, exc: BaseException) -> GuestUnreachable:
 
 
 def _quiet_disconnect(client) -> None:
+    # disconnect() waits for the close to be confirmed, which never comes when QEMU has
+    # already gone: bound the wait rather than stall a teardown for the call timeout.
+    client.timeout = DISCONNECT_TIMEOUT
     try:
         client.disconnect()
     except Exception:

@@ -124,3 +124,52 @@ def test_guest_network_reaches_nothing_but_the_forwarded_shell(episode):
     assert "OPEN" not in output, output
     assert len(accepted) == 1, f"{len(accepted)} connections reached the host listener; only the host's own sanity check should"
     assert output.count("closed") == len(targets)
+
+
+def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
+    """The MCP server over this episode's VM, through the SDK's client: what the agent does lands."""
+    import base64
+    import io
+    import json
+
+    import anyio
+    from mcp import Client
+    from PIL import Image
+
+    from runner.mcp_server import build_server
+    from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+
+    trajectory = Trajectory(tmp_path)
+    server = build_server(RecordingDisplay(episode.display, trajectory), RecordingShell(episode.shell, trajectory),
+                          toolsets=("screen", "mouse", "keyboard", "files"), file_root="/home/cu")
+    episode.shell.run("rm -f /tmp/mcp-typed; echo from-guest > /home/cu/mcp-note.txt", timeout=10)
+    text = "printf '%s\\n' 'MCP: A_b>c|d~e' > /tmp/mcp-typed\n"
+
+    async def session():
+        async with Client(server) as client:
+            shot = await client.call_tool("computer_use_screenshot", {})
+            click = await client.call_tool("computer_use_mouse_click", {"x": 700, "y": 600})
+            pointer = episode.shell.run("DISPLAY=:0 xdotool getmouselocation --shell", timeout=15).stdout
+            await client.call_tool("computer_use_mouse_click", {"x": TERMINAL_POINT[0], "y": TERMINAL_POINT[1]})
+            typed = await client.call_tool("computer_use_keyboard_type", {"text": text})
+            bad = await client.call_tool("computer_use_mouse_click", {"x": 1280, "y": 10})
+            note = await client.call_tool("file_download", {"path": "mcp-note.txt"})
+            return shot, click, pointer, typed, bad, note
+
+    shot, click, pointer, typed, bad, note = anyio.run(session)
+    image = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data)))
+    assert image.format == "PNG" and image.size == (1280, 800)
+    assert not click.is_error and "X=700" in pointer and "Y=600" in pointer
+    assert not typed.is_error
+    deadline = time.monotonic() + 20
+    content = ""
+    while time.monotonic() < deadline and not content.endswith("\n"):
+        content = episode.shell.run("cat /tmp/mcp-typed 2>/dev/null", timeout=10).stdout
+        time.sleep(0.3)
+    assert content == "MCP: A_b>c|d~e\n"
+    assert bad.is_error and "outside" in bad.content[0].text
+    assert note.content[0].text == "from-guest\n"
+    lines = [json.loads(l) for l in (tmp_path / "trajectory.jsonl").read_text().splitlines()]
+    assert [l["tool"] for l in lines] == ["computer_use_screenshot", "computer_use_mouse_click",
+                                          "computer_use_mouse_click", "computer_use_keyboard_type",
+                                          "computer_use_mouse_click", "file_download"]

@@ -1,0 +1,236 @@
+"""The MCP server an agent gets: one episode's screen, mouse and keyboard, nothing else.
+
+Tools take no VM id: the server is bound to one Display (and, for the opt-in file
+tools, one GuestShell), so an agent cannot reach another machine. Tool names and
+arguments follow the computer_use_* set agents already know. A bad argument is a tool
+error the agent can read, never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import posixpath
+import shlex
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+from PIL import Image as PILImage
+
+from runner import __version__
+from runner.display.base import Display
+from runner.display.keys import parse_hotkey
+from runner.errors import CommandTimeout, GuestUnreachable, UsageError
+from runner.guest.base import GuestShell
+from runner.trajectory import CURRENT_TOOL, StepLimitReached
+
+T = TypeVar("T")
+
+TOOLSETS: dict[str, tuple[str, ...]] = {
+    "screen": ("computer_use_screenshot", "computer_use_screenshot_region", "computer_use_display_info"),
+    "mouse": ("computer_use_mouse_position", "computer_use_mouse_move", "computer_use_mouse_click",
+              "computer_use_mouse_drag", "computer_use_mouse_scroll"),
+    "keyboard": ("computer_use_keyboard_type", "computer_use_keyboard_press", "computer_use_keyboard_hotkey"),
+    "files": ("list_files", "file_download"),
+}
+DEFAULT_TOOLSETS = ("screen", "mouse", "keyboard")
+NOT_YET = {"accessibility": "computer_use_windows and computer_use_accessibility_tree need the guest agent, "
+                            "which is not built yet"}
+MAX_DOWNLOAD_BYTES = 10 * 2**20
+
+
+def resolve_toolsets(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """--tools screen,mouse,keyboard,files -> the tool names those sets hold."""
+    tools: list[str] = []
+    for name in names:
+        if name in NOT_YET:
+            raise UsageError(f"tool set {name!r} is not available: {NOT_YET[name]}")
+        if name not in TOOLSETS:
+            raise UsageError(f"unknown tool set {name!r}", fix=f"choose from {', '.join(TOOLSETS)}")
+        tools += TOOLSETS[name]
+    return tuple(dict.fromkeys(tools))
+
+
+def build_server(display: Display, shell: GuestShell | None = None, *,
+                 toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, file_root: str | None = None) -> MCPServer:
+    allowed = set(resolve_toolsets(toolsets))
+    if allowed & set(TOOLSETS["files"]) and (shell is None or not file_root):
+        raise UsageError("the file tools need a guest shell and a root folder they are confined to")
+    server = MCPServer("cu-run", version=__version__,
+                       instructions="The screen, mouse and keyboard of one virtual machine. Coordinates are "
+                                    "screen pixels from the top left; take a screenshot to see the screen.")
+
+    def tool(fn: Callable) -> Callable:
+        if fn.__name__ in allowed:
+            server.add_tool(fn, name=fn.__name__)
+        return fn
+
+    async def act(name: str, call: Callable[[], T]) -> T:
+        def in_thread() -> T:
+            CURRENT_TOOL.set(name)
+            return call()
+
+        try:
+            return await anyio.to_thread.run_sync(in_thread)
+        except (ValueError, StepLimitReached) as exc:
+            raise ToolError(str(exc)) from exc
+        except (GuestUnreachable, CommandTimeout) as exc:
+            raise ToolError(f"the VM did not answer: {exc.message}") from exc
+
+    @tool
+    async def computer_use_screenshot(scale: float = 1.0, format: Literal["png", "jpeg"] = "png",
+                                      quality: int = 80) -> Image:
+        """Take a screenshot of the whole screen. scale (0.1-1.0) shrinks it; format is png or jpeg
+        (quality 1-95 for jpeg)."""
+        _check_scale(scale, quality)
+        png = await act("computer_use_screenshot", display.screenshot)
+        return _encode(png, scale, format, quality)
+
+    @tool
+    async def computer_use_screenshot_region(x: int, y: int, width: int, height: int, scale: float = 1.0,
+                                             format: Literal["png", "jpeg"] = "png", quality: int = 80) -> Image:
+        """Take a screenshot of the rectangle whose top-left corner is (x, y)."""
+        _check_scale(scale, quality)
+        if width < 1 or height < 1:
+            raise ToolError("width and height must be at least 1")
+        png = await act("computer_use_screenshot_region", display.screenshot)
+        image = PILImage.open(io.BytesIO(png))
+        if x < 0 or y < 0 or x + width > image.width or y + height > image.height:
+            raise ToolError(f"the region ({x}, {y}, {width}x{height}) is not inside the "
+                            f"{image.width}x{image.height} screen")
+        return _encode(image.crop((x, y, x + width, y + height)), scale, format, quality)
+
+    @tool
+    async def computer_use_display_info() -> dict:
+        """The screen's width and height in pixels."""
+        info = await act("computer_use_display_info", display.info)
+        return {"width": info.width, "height": info.height}
+
+    @tool
+    async def computer_use_mouse_position() -> dict:
+        """Where the pointer is (where the last mouse action left it)."""
+        x, y = await act("computer_use_mouse_position", lambda: display.pointer)
+        return {"x": x, "y": y}
+
+    @tool
+    async def computer_use_mouse_move(x: int, y: int) -> str:
+        """Move the pointer to (x, y)."""
+        await act("computer_use_mouse_move", lambda: display.move(x, y))
+        return f"moved to ({x}, {y})"
+
+    @tool
+    async def computer_use_mouse_click(x: int, y: int, button: Literal["left", "right", "middle"] = "left",
+                                       double: bool = False) -> str:
+        """Click at (x, y) with button left, right or middle; double=true for a double click."""
+        await act("computer_use_mouse_click", lambda: display.click(x, y, button, double=double))
+        return f"{'double-' if double else ''}clicked {button} at ({x}, {y})"
+
+    @tool
+    async def computer_use_mouse_drag(start_x: int, start_y: int, end_x: int, end_y: int,
+                                      button: Literal["left", "right", "middle"] = "left") -> str:
+        """Press the button at (start_x, start_y), move to (end_x, end_y), release."""
+        await act("computer_use_mouse_drag", lambda: display.drag(start_x, start_y, end_x, end_y, button))
+        return f"dragged from ({start_x}, {start_y}) to ({end_x}, {end_y})"
+
+    @tool
+    async def computer_use_mouse_scroll(x: int, y: int, direction: Literal["up", "down", "left", "right"] = "down",
+                                        amount: int = 3) -> str:
+        """Scroll at (x, y): direction up, down, left or right, amount in wheel notches (1-50)."""
+        await act("computer_use_mouse_scroll", lambda: display.scroll(x, y, direction, amount))
+        return f"scrolled {direction} {amount} at ({x}, {y})"
+
+    @tool
+    async def computer_use_keyboard_type(text: str, delay: int = 0) -> str:
+        """Type text exactly as given (newline presses Enter). delay: milliseconds between keys (0-500)."""
+        if not 0 <= delay <= 500:
+            raise ToolError("delay is in milliseconds, 0 to 500")
+        await act("computer_use_keyboard_type", lambda: display.type(text, delay=delay / 1000 if delay else None))
+        return f"typed {len(text)} characters"
+
+    @tool
+    async def computer_use_keyboard_press(key: str, modifiers: list[str] | None = None) -> str:
+        """Press one key (enter, tab, escape, backspace, f1..f12, up, a, ...) with modifiers held
+        (ctrl, shift, alt, super)."""
+        mods = tuple(m.lower() for m in modifiers or ())
+        await act("computer_use_keyboard_press", lambda: display.key(key, mods))
+        return f"pressed {'+'.join(mods + (key,))}"
+
+    @tool
+    async def computer_use_keyboard_hotkey(keys: str) -> str:
+        """Press a key combination written like ctrl+s or ctrl+shift+t."""
+        try:
+            key, mods = parse_hotkey(keys)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
+        await act("computer_use_keyboard_hotkey", lambda: display.key(key, mods))
+        return f"pressed {keys}"
+
+    if shell is not None and file_root:
+        root = posixpath.normpath(file_root)
+
+        @tool
+        async def list_files(path: str = ".") -> str:
+            """List a folder inside the task's file root: type (f file, d folder), size, modified, name."""
+            target = _confine(root, path)
+            script = (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
+                      f"case \"$t/\" in {shlex.quote(root)}/*) ;; *) exit 4;; esac\n"
+                      "find \"$t\" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%TY-%Tm-%Td %TH:%TM\\t%f\\n' | sort -k4\n")
+            result = await act("list_files", lambda: shell.run(script, timeout=30))
+            if result.exit_code == 3:
+                raise ToolError(f"{path} does not exist")
+            if result.exit_code == 4:
+                raise ToolError(f"{path} leads outside {root}")
+            return result.stdout or "(empty)"
+
+        @tool
+        async def file_download(path: str) -> str:
+            """The contents of a text file inside the task's file root (up to 10 MiB)."""
+            target = _confine(root, path)
+            check = (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
+                     f"case \"$t\" in {shlex.quote(root)}/*) ;; *) exit 4;; esac\n"
+                     "[ -f \"$t\" ] || exit 5\n[ $(stat -c %s \"$t\") -le " + str(MAX_DOWNLOAD_BYTES) + " ] || exit 6\n"
+                     "base64 -w0 \"$t\"\n")
+            result = await act("file_download", lambda: shell.run(check, timeout=60))
+            errors = {3: "does not exist", 4: f"leads outside {root}", 5: "is not a file", 6: "is over 10 MiB"}
+            if result.exit_code in errors:
+                raise ToolError(f"{path} {errors[result.exit_code]}")
+            data = base64.b64decode(result.stdout)
+            try:
+                return data.decode()
+            except UnicodeDecodeError:
+                raise ToolError(f"{path} is not a text file ({len(data)} bytes)") from None
+
+    return server
+
+
+def _confine(root: str, path: str) -> str:
+    target = posixpath.normpath(posixpath.join(root, path))
+    if target != root and not target.startswith(root + "/"):
+        raise ToolError(f"{path} leads outside {root}")
+    return target
+
+
+def _check_scale(scale: float, quality: int) -> None:
+    if not 0.1 <= scale <= 1.0:
+        raise ToolError("scale must be between 0.1 and 1.0")
+    if not 1 <= quality <= 95:
+        raise ToolError("quality must be between 1 and 95")
+
+
+def _encode(image: bytes | PILImage.Image, scale: float, format: str, quality: int) -> Image:
+    if isinstance(image, bytes):
+        if scale == 1.0 and format == "png":
+            return Image(data=image, format="png")
+        image = PILImage.open(io.BytesIO(image))
+    if scale != 1.0:
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
+    buffer = io.BytesIO()
+    if format == "jpeg":
+        image.convert("RGB").save(buffer, format="JPEG", quality=quality)
+    else:
+        image.save(buffer, format="PNG")
+    return Image(data=buffer.getvalue(), format=format)
