@@ -164,13 +164,15 @@ def mcp(
     file_root: Annotated[str, typer.Option("--file-root", help="folder the file tools are confined to")] = "/home/cu",
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
     trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
+    transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
     accel: AccelOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
-    """Start a fresh episode VM and serve its screen, mouse and keyboard over MCP on stdio.
+    """Start a fresh episode VM and serve its screen, mouse and keyboard over MCP.
 
-    The VM lives as long as the client stays connected, then is removed.
+    stdio: the VM lives as long as the client stays connected. http: prints one JSON line
+    with the URL and bearer token, and serves until Ctrl-C or SIGTERM. Then the VM is removed.
     """
     from runner.mcp_server import build_server, resolve_toolsets
     from runner.session import open_vm
@@ -178,13 +180,24 @@ def mcp(
 
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
+    if transport not in ("stdio", "http"):
+        raise UsageError(f"--transport must be stdio or http, not {transport!r}")
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status) as vm:
         recorder = Trajectory(trajectory, max_steps=max_steps)
         server = build_server(RecordingDisplay(vm.display, recorder), RecordingShell(vm.shell, recorder),
                               toolsets=toolsets, file_root=file_root)
-        err.print(f"{vm.name} is up; serving MCP on stdio")
-        server.run("stdio")
+        if transport == "stdio":
+            err.print(f"{vm.name} is up; serving MCP on stdio")
+            server.run("stdio")
+            return
+        from runner.episode import free_port
+        from runner.mcp_http import HttpMcpServer
+
+        with HttpMcpServer(server, free_port()) as http:
+            print(json.dumps({"url": http.url, "token": http.token, "domain": vm.name}), flush=True)
+            err.print(f"{vm.name} is up; MCP at {http.url} (Authorization: Bearer <token>); Ctrl-C stops")
+            _wait_forever(vm)
 
 
 def _wait_forever(vm) -> None:
