@@ -1,21 +1,35 @@
 """Agents: what acts on the VM between setup and verify.
 
-An agent gets the episode's VM and task and returns how it ended; it never decides
-pass or fail (the verifier does). A missing tool or key is found by preflight(),
-before any VM starts.
+An agent gets the episode's VM and task (and, if it drives the GUI, an MCP session
+bound to that VM) and returns how it ended; it never decides pass or fail (the
+verifier does). A missing tool or key is found by preflight(), before any VM starts.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import signal
+import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import anyio
+import httpx2
+import yaml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from runner.agent_session import McpSession
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout, UsageError
 from runner.task_scripts import run_task_script
 from runner.tasks import Task
+
+UI_ORACLE = "ui_oracle.yaml"
 
 
 @dataclass(frozen=True)
@@ -26,12 +40,13 @@ class AgentResult:
 
 class Agent(ABC):
     name: str
+    needs_mcp = False  # True: the harness hands run() an MCP session for the episode
 
-    def preflight(self) -> None:
-        """Raises UsageError when the agent cannot run at all (missing CLI, missing key)."""
+    def preflight(self, tasks: tuple[Task, ...]) -> None:
+        """Raises UsageError when the agent cannot run these tasks at all (missing CLI, key, script)."""
 
     @abstractmethod
-    def run(self, vm: EpisodeVM, task: Task, log: Path) -> AgentResult:
+    def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         """Acts on VM for at most task.spec.timeout_s seconds, writing what it did to LOG.
 
         Raises InfraError only when the machinery broke, never for the agent's own failure.
@@ -46,7 +61,7 @@ class OracleAgent(Agent):
 
     name = "oracle"
 
-    def run(self, vm: EpisodeVM, task: Task, log: Path) -> AgentResult:
+    def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         try:
             result = run_task_script(vm.shell, task, "oracle", timeout=task.spec.timeout_s)
         except CommandTimeout as exc:
@@ -64,17 +79,139 @@ class NopAgent(Agent):
 
     name = "nop"
 
-    def run(self, vm: EpisodeVM, task: Task, log: Path) -> AgentResult:
+    def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         log.write_text("nop: did nothing\n")
         return AgentResult("done")
 
 
-AGENTS: dict[str, type[Agent]] = {"oracle": OracleAgent, "nop": NopAgent}
+class ScriptedAgent(Agent):
+    """A real MCP client that solves a task through the GUI tools only, following the
+    task's ui_oracle.yaml: a list of steps, each `{tool: NAME, args: {...}}` or `{wait: SECONDS}`.
+    It proves the GUI path works end to end and catches regressions in it."""
+
+    name = "scripted"
+    needs_mcp = True
+
+    def preflight(self, tasks: tuple[Task, ...]) -> None:
+        missing = [t.id for t in tasks if not (t.folder / UI_ORACLE).is_file()]
+        if missing:
+            raise UsageError(f"the scripted agent needs {UI_ORACLE} in every task; missing in: {', '.join(missing)}",
+                             fix="pick tasks that have one with --tasks")
+        for t in tasks:
+            load_ui_script(t.folder / UI_ORACLE)
+
+    def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
+        assert session is not None
+        steps = load_ui_script(task.folder / UI_ORACLE)
+        lines: list[str] = []
+        try:
+            result = anyio.run(self._drive, session, steps, lines, task.spec.timeout_s)
+        finally:
+            log.write_text("\n".join(lines) + "\n")
+        return result
+
+    async def _drive(self, session: McpSession, steps: list[dict], lines: list[str], timeout: float) -> AgentResult:
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {session.token}"}, timeout=60)
+        try:
+            with anyio.fail_after(timeout):
+                async with Client(streamable_http_client(session.url, http_client=http)) as client:
+                    for number, step in enumerate(steps, 1):
+                        if "wait" in step:
+                            await anyio.sleep(float(step["wait"]))
+                            lines.append(f"{number}: waited {step['wait']} s")
+                            continue
+                        result = await client.call_tool(step["tool"], step.get("args", {}))
+                        text = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+                        lines.append(f"{number}: {step['tool']} {step.get('args', {})} -> "
+                                     f"{'ERROR ' if result.is_error else ''}{text or result.content[0].type}")
+                        if result.is_error:
+                            return AgentResult("error", f"step {number} ({step['tool']}) failed: {text}")
+        except TimeoutError:
+            return AgentResult("timeout", f"the script ran past {timeout} s")
+        finally:
+            await http.aclose()
+        return AgentResult("done")
 
 
-def make_agent(name: str) -> Agent:
+class CommandAgent(Agent):
+    """Any executable. It gets the task and the MCP server in its environment:
+
+    CU_RUN_INSTRUCTION   the task's instruction
+    CU_RUN_MCP_URL       streamable HTTP endpoint of the episode's MCP server
+    CU_RUN_MCP_TOKEN     its bearer token (Authorization: Bearer ...)
+    CU_RUN_MCP_CONFIG    a client config file ({"mcpServers": {"cu-run": {...}}})
+    CU_RUN_MCP_TOOLS     the allowed tool names, comma-separated
+    CU_RUN_TIMEOUT_S     the wall-clock limit
+
+    Exit 0 is done; another exit code is an agent error; past the limit it is killed (timeout).
+    """
+
+    name = "command"
+    needs_mcp = True
+
+    def __init__(self, command: str | None) -> None:
+        if not command:
+            raise UsageError("--agent command needs --agent-cmd 'EXECUTABLE ARGS...'")
+        self.argv = shlex.split(command)
+
+    def preflight(self, tasks: tuple[Task, ...]) -> None:
+        exe = self.argv[0]
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)) and not shutil.which(exe):
+            raise UsageError(f"the agent command {exe!r} is not an executable file or on PATH")
+
+    def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
+        assert session is not None
+        env = {**os.environ, **agent_environment(task, session)}
+        return run_process(self.argv, env, log, task.spec.timeout_s, cwd=log.parent)
+
+
+def agent_environment(task: Task, session: McpSession) -> dict[str, str]:
+    return {"CU_RUN_INSTRUCTION": task.spec.instruction, "CU_RUN_MCP_URL": session.url,
+            "CU_RUN_MCP_TOKEN": session.token, "CU_RUN_MCP_CONFIG": str(session.config_path),
+            "CU_RUN_MCP_TOOLS": ",".join(session.tool_names), "CU_RUN_TIMEOUT_S": str(task.spec.timeout_s)}
+
+
+def run_process(argv: list[str], env: dict[str, str], log: Path, timeout: float, cwd: Path) -> AgentResult:
+    """Runs an agent process in its own process group, output to LOG; kills the group at TIMEOUT."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return AgentResult("timeout", f"the agent ran past {timeout} s and was killed")
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    if code != 0:
+        return AgentResult("error", f"the agent exited {code} (see agent.log)")
+    return AgentResult("done")
+
+
+def load_ui_script(path: Path) -> list[dict]:
+    try:
+        steps = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(steps, list) or not steps:
+        raise UsageError(f"{path}: expected a list of steps ({{tool: NAME, args: {{...}}}} or {{wait: SECONDS}})")
+    for number, step in enumerate(steps, 1):
+        if not isinstance(step, dict) or not (("tool" in step) ^ ("wait" in step)):
+            raise UsageError(f"{path}: step {number} must have exactly one of 'tool' or 'wait', got {step!r}")
+        if "args" in step and not isinstance(step["args"], dict):
+            raise UsageError(f"{path}: step {number}: 'args' must be a mapping")
+    return steps
+
+
+AGENTS = {"oracle": OracleAgent, "nop": NopAgent, "scripted": ScriptedAgent, "command": CommandAgent}
+
+
+def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None) -> Agent:
     if name not in AGENTS:
         raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(AGENTS)}")
-    agent = AGENTS[name]()
-    agent.preflight()
+    agent = CommandAgent(command) if name == "command" else AGENTS[name]()
+    agent.preflight(tasks)
     return agent

@@ -245,18 +245,21 @@ OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [defau
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
 
 
-def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto"):
+def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto",
+             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None):
     from runner.run import RunRequest
 
     ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
+    toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
-                      resume=resume, fail_under=fail_under, image=image, accel=accel)
+                      resume=resume, fail_under=fail_under, image=image, accel=accel, tools=toolsets,
+                      max_steps=max_steps, agent_cmd=agent_cmd)
 
 
 @app.command()
 def run(
     suite: SuiteOpt,
-    agent: Annotated[str, typer.Option("--agent", help="oracle or nop")],
+    agent: Annotated[str, typer.Option("--agent", help="oracle, nop, scripted or command")],
     tasks: TasksOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
@@ -264,6 +267,9 @@ def run(
     resume: Annotated[bool, typer.Option("--resume", help="finish the run in --out, redoing nothing finished")] = False,
     fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
     image: ImageOpt = None,
+    tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="tool calls per episode; then timeout")] = None,
+    agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     accel: AccelOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
@@ -272,7 +278,8 @@ def run(
     from runner.run import run_suite
 
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
-                       _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel), err)
+                       _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel,
+                                tools, max_steps, agent_cmd), err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 

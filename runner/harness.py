@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.agent_session import mcp_session
 from runner.agents import Agent, AgentResult
 from runner.catalog import Image
 from runner.config import Settings
@@ -25,6 +26,7 @@ from runner.episode import EpisodeOptions, EpisodeVM
 from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.mcp_server import DEFAULT_TOOLSETS
 from runner.results import EpisodeRecord, ResultLog
 from runner.task_scripts import run_task_script
 from runner.tasks import Task
@@ -53,6 +55,8 @@ class PoolConfig:
     vm_pool: int
     run_id: str
     infra_retries: int = INFRA_RETRIES
+    toolsets: tuple[str, ...] = DEFAULT_TOOLSETS  # what an MCP-driven agent may use
+    max_steps: int | None = None
 
 
 class Harness:
@@ -176,7 +180,7 @@ class Harness:
 
         self._set(slot, task, trial, f"agent {self.agent.name}")
         t = time.monotonic()
-        agent_result = self.agent.run(vm, task, ep_dir / "agent.log")
+        agent_result = self._run_agent(vm, task, ep_dir)
         phases["agent"] = round(time.monotonic() - t, 3)
         vm.check_alive()
         (ep_dir / "final.png").write_bytes(vm.display.screenshot())
@@ -201,6 +205,18 @@ class Harness:
             return "agent_error", agent_result.reason, agent_result, verdict_log
         outcome = {"pass": "pass", "fail": "fail", "error": "verifier_error"}[verdict.kind]
         return outcome, verdict.reason, agent_result, verdict_log
+
+    def _run_agent(self, vm: EpisodeVM, task: Task, ep_dir: Path) -> AgentResult:
+        log = ep_dir / "agent.log"
+        if not self.agent.needs_mcp:
+            return self.agent.run(vm, task, log, None)
+        home = f"/home/{self.pool.image.manifest.credentials.user}"
+        with mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=home,
+                         max_steps=self.pool.max_steps) as session:
+            result = self.agent.run(vm, task, log, session)
+        if session.trajectory.limit_reached:
+            return AgentResult("timeout", f"max-steps: the agent used all {self.pool.max_steps} steps")
+        return result
 
     # -- bookkeeping
 

@@ -23,6 +23,7 @@ from runner.config import Settings
 from runner.errors import UsageError
 from runner.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.mcp_server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.provenance import host_facts, runner_facts
 from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.session import new_run_id, resolve_accel
@@ -45,6 +46,9 @@ class RunRequest:
     fail_under: float | None = None
     image: str | None = None
     accel: str = "auto"
+    tools: tuple[str, ...] = DEFAULT_TOOLSETS
+    max_steps: int | None = None
+    agent_cmd: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,10 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     suite = load_suite(request.suite)
     tasks = suite.select(list(request.tasks))
     profile = _profile(suite, tasks)
-    agent = make_agent(request.agent)
+    resolve_toolsets(request.tools)
+    if request.max_steps is not None and request.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    agent = make_agent(request.agent, tasks, command=request.agent_cmd)
     image = Catalog(settings.images_dir).get(request.image or DEFAULT_IMAGE[profile])
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
@@ -101,7 +108,8 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     console.print(f"run {out_dir}: {len(work)} episodes to go "
                   f"({len(tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
                   f"pool {request.vm_pool}, {accel.upper()}, agent {agent.name}")
-    pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id())
+    pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
+                      toolsets=request.tools, max_steps=request.max_steps)
     harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
     try:
         if work:

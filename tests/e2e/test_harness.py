@@ -138,3 +138,65 @@ def test_lint_cli_on_windows_core_and_a_planted_error(tmp_path):
     broken.write_text(broken.read_text() + "\nif ($true {\n")
     result = cu_run("tasks", "lint", "--suite", str(suite))
     assert result.returncode == 1 and "oracle.ps1" in result.stdout
+
+
+def test_scripted_agent_solves_tasks_through_the_gui_tools_alone(linux_image, tmp_path):
+    import yaml
+
+    out = tmp_path / "scripted"
+    tasks = ["editor-write-save", "folder-tree", "calc-to-file"]
+    result = cu_run("run", "--suite", "linux-core", "--agent", "scripted", "--tasks", ",".join(tasks),
+                    "--vm-pool", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcomes = {r["task_id"]: r for r in results(out)}
+    assert {t: outcomes[t]["outcome"] for t in tasks} == {t: "pass" for t in tasks}, outcomes
+    for t in tasks:
+        steps = [s for s in yaml.safe_load((SUITES_DIR / "linux-core" / t / "ui_oracle.yaml").read_text()) if "tool" in s]
+        lines = [json.loads(l) for l in (out / t / "1" / "trajectory.jsonl").read_text().splitlines()]
+        assert [l["tool"] for l in lines] == [s["tool"] for s in steps]
+        assert [l["step"] for l in lines] == list(range(1, len(steps) + 1))
+        for line in lines:
+            assert {"time", "tool", "arguments", "result", "duration_s"} <= set(line)
+            if line["tool"].startswith("computer_use_screenshot"):
+                assert (out / t / "1" / line["screenshot"]).read_bytes()[:4] == b"\x89PNG"
+        config = json.loads((out / t / "1" / "mcp-config.json").read_text())
+        assert config["mcpServers"]["cu-run"]["url"].startswith("http://127.0.0.1:")
+
+
+COMMAND_AGENT = '''
+import os, sys
+import anyio, httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+async def main():
+    http = httpx2.AsyncClient(headers={"authorization": "Bearer " + os.environ["CU_RUN_MCP_TOKEN"]})
+    async with Client(streamable_http_client(os.environ["CU_RUN_MCP_URL"], http_client=http)) as client:
+        for name, args in [("computer_use_mouse_click", {"x": 200, "y": 150}),
+                           ("computer_use_keyboard_type", {"text": "mkdir -p ~/projects/alpha/docs ~/projects/beta/docs\\n"})]:
+            result = await client.call_tool(name, args)
+            if result.is_error:
+                sys.exit(result.content[0].text)
+        await anyio.sleep(1)
+
+print("instruction:", os.environ["CU_RUN_INSTRUCTION"])
+anyio.run(main)
+'''
+
+
+def test_command_agent_and_the_step_limit(linux_image, tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(COMMAND_AGENT)
+    command = f"{sys.executable} {agent}"
+    solved = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command,
+                    "--tasks", "folder-tree", "--out", str(tmp_path / "ok"))
+    assert solved.returncode == 0, solved.stderr[-3000:]
+    (record,) = results(tmp_path / "ok")
+    assert record["outcome"] == "pass", record
+    assert "instruction: In your home folder" in (tmp_path / "ok" / "folder-tree" / "1" / "agent.log").read_text()
+
+    limited = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command,
+                     "--tasks", "folder-tree", "--max-steps", "1", "--out", str(tmp_path / "limited"))
+    assert limited.returncode == 0, limited.stderr[-3000:]
+    (record,) = results(tmp_path / "limited")
+    assert record["outcome"] == "timeout" and "max-steps" in record["reason"]

@@ -1,0 +1,44 @@
+"""What an MCP-driven agent is handed for one episode: a server bound to that episode's VM.
+
+The server speaks streamable HTTP on 127.0.0.1 behind a fresh bearer token, records
+every call into the episode's trajectory, and enforces --max-steps. A client config
+file in the episode folder tells MCP clients (Claude Code, Codex, anything) how to connect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.episode import EpisodeVM, free_port
+from runner.mcp_http import HttpMcpServer
+from runner.mcp_server import build_server, resolve_toolsets
+from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+
+SERVER_NAME = "cu-run"
+
+
+@dataclass(frozen=True)
+class McpSession:
+    url: str
+    token: str
+    config_path: Path  # {"mcpServers": {"cu-run": {"type": "http", "url": ..., "headers": {...}}}}
+    tool_names: tuple[str, ...]
+    trajectory: Trajectory
+
+
+@contextmanager
+def mcp_session(vm: EpisodeVM, folder: Path, *, toolsets: tuple[str, ...], file_root: str | None,
+                max_steps: int | None) -> Iterator[McpSession]:
+    trajectory = Trajectory(folder, max_steps=max_steps)
+    server = build_server(RecordingDisplay(vm.display, trajectory), RecordingShell(vm.shell, trajectory),
+                          toolsets=toolsets, file_root=file_root)
+    with HttpMcpServer(server, free_port()) as http:
+        config = folder / "mcp-config.json"
+        config.write_text(json.dumps({"mcpServers": {SERVER_NAME: {
+            "type": "http", "url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}}}, indent=2))
+        config.chmod(0o600)
+        yield McpSession(http.url, http.token, config, resolve_toolsets(toolsets), trajectory)

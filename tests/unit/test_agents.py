@@ -1,0 +1,95 @@
+"""Agent adapters without a VM: the command agent's contract, preflight errors, ui_oracle files."""
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from runner.agent_session import McpSession
+from runner.agents import CommandAgent, load_ui_script, make_agent
+from runner.errors import UsageError
+from runner.tasks import load_suite
+from runner.trajectory import Trajectory
+
+RECORDER = """#!/bin/sh
+# A stand-in agent: records how it was called, then exits as told.
+env | grep '^CU_RUN_' | sort > "$PWD/seen-env"
+printf '%s\\n' "$@" > "$PWD/seen-args"
+cat "$CU_RUN_MCP_CONFIG" > "$PWD/seen-config"
+exit ${EXIT_WITH:-0}
+"""
+
+
+def stand_in(tmp_path: Path, body: str = RECORDER) -> Path:
+    exe = tmp_path / "agent.sh"
+    exe.write_text(body)
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
+def session(tmp_path: Path) -> McpSession:
+    config = tmp_path / "mcp-config.json"
+    config.write_text(json.dumps({"mcpServers": {"cu-run": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}))
+    return McpSession("http://127.0.0.1:1/mcp", "tok123", config, ("computer_use_screenshot",), Trajectory(None))
+
+
+def task():
+    (t,) = load_suite("linux-core").select(["folder-tree"])
+    return t
+
+
+def test_command_agent_gets_instruction_and_mcp_in_its_environment(tmp_path):
+    agent = make_agent("command", (task(),), command=f"{stand_in(tmp_path)} --model x")
+    result = agent.run(None, task(), tmp_path / "agent.log", session(tmp_path))
+    assert result.ended == "done"
+    env = dict(line.split("=", 1) for line in (tmp_path / "seen-env").read_text().splitlines())
+    assert env["CU_RUN_INSTRUCTION"] == task().spec.instruction
+    assert env["CU_RUN_MCP_URL"] == "http://127.0.0.1:1/mcp" and env["CU_RUN_MCP_TOKEN"] == "tok123"
+    assert env["CU_RUN_MCP_TOOLS"] == "computer_use_screenshot" and env["CU_RUN_TIMEOUT_S"] == "300"
+    assert (tmp_path / "seen-args").read_text().split() == ["--model", "x"]
+    assert "mcpServers" in (tmp_path / "seen-config").read_text()
+
+
+def test_command_agent_exit_code_and_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXIT_WITH", "9")
+    agent = CommandAgent(str(stand_in(tmp_path)))
+    failed = agent.run(None, task(), tmp_path / "agent.log", session(tmp_path))
+    assert failed.ended == "error" and "exited 9" in failed.reason
+
+    sleeper = CommandAgent(str(stand_in(tmp_path, "#!/bin/sh\nsleep 30 &\nsleep 30\n")))
+    slow = task().spec.model_copy(update={"timeout_s": 1})
+    quick_task = type(task())(slow, task().folder)
+    timed_out = sleeper.run(None, quick_task, tmp_path / "agent.log", session(tmp_path))
+    assert timed_out.ended == "timeout"
+
+
+def test_missing_command_is_refused_before_any_vm(tmp_path):
+    with pytest.raises(UsageError, match="not an executable"):
+        make_agent("command", (task(),), command=str(tmp_path / "nope"))
+    with pytest.raises(UsageError, match="--agent-cmd"):
+        make_agent("command", (task(),))
+    with pytest.raises(UsageError, match="unknown agent"):
+        make_agent("gpt", (task(),))
+
+
+def test_scripted_agent_needs_a_ui_oracle_for_every_task():
+    suite = load_suite("linux-core")
+    make_agent("scripted", suite.select(["editor-write-save", "folder-tree", "calc-to-file"]))
+    with pytest.raises(UsageError, match="env-var"):
+        make_agent("scripted", suite.select(["folder-tree", "env-var"]))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{}", "expected a list"),
+    ("[]", "expected a list"),
+    ("- {tool: a, wait: 1}", "exactly one of"),
+    ("- {args: {x: 1}}", "exactly one of"),
+    ("- {tool: a, args: [1]}", "'args' must be a mapping"),
+    ("- [unclosed", "not valid YAML"),
+])
+def test_bad_ui_oracle_files(tmp_path, text, message):
+    path = tmp_path / "ui_oracle.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_ui_script(path)
