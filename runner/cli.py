@@ -246,20 +246,20 @@ ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image 
 
 
 def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto",
-             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None):
+             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50):
     from runner.run import RunRequest
 
     ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
                       resume=resume, fail_under=fail_under, image=image, accel=accel, tools=toolsets,
-                      max_steps=max_steps, agent_cmd=agent_cmd)
+                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns)
 
 
 @app.command()
 def run(
     suite: SuiteOpt,
-    agent: Annotated[str, typer.Option("--agent", help="oracle, nop, scripted or command")],
+    agent: Annotated[str, typer.Option("--agent", help="oracle, nop, scripted, command, claude or codex")],
     tasks: TasksOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
@@ -270,6 +270,7 @@ def run(
     tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="tool calls per episode; then timeout")] = None,
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
+    max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
     accel: AccelOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
@@ -279,7 +280,7 @@ def run(
 
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
                        _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel,
-                                tools, max_steps, agent_cmd), err)
+                                tools, max_steps, agent_cmd, max_turns), err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 

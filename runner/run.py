@@ -49,6 +49,7 @@ class RunRequest:
     tools: tuple[str, ...] = DEFAULT_TOOLSETS
     max_steps: int | None = None
     agent_cmd: str | None = None
+    max_turns: int = 50
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     resolve_toolsets(request.tools)
     if request.max_steps is not None and request.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    agent = make_agent(request.agent, tasks, command=request.agent_cmd)
+    agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns)
     image = Catalog(settings.images_dir).get(request.image or DEFAULT_IMAGE[profile])
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",

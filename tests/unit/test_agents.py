@@ -93,3 +93,52 @@ def test_bad_ui_oracle_files(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(UsageError, match=message):
         load_ui_script(path)
+
+
+@pytest.mark.parametrize("name,bin_env,key_env", [("claude", "CU_RUN_CLAUDE_BIN", "ANTHROPIC_API_KEY"),
+                                                   ("codex", "CU_RUN_CODEX_BIN", "OPENAI_API_KEY")])
+def test_model_cli_without_cli_or_key_is_refused_before_any_vm(tmp_path, monkeypatch, name, bin_env, key_env):
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no claude or codex here
+    monkeypatch.delenv(bin_env, raising=False)
+    with pytest.raises(UsageError, match="not on PATH"):
+        make_agent(name, (task(),))
+    monkeypatch.setenv(bin_env, str(stand_in(tmp_path)))
+    with pytest.raises(UsageError, match=key_env):
+        make_agent(name, (task(),))
+    monkeypatch.setenv(key_env, "sk-test")
+    assert make_agent(name, (task(),)).name == name
+
+
+def test_claude_gets_the_episode_config_only_the_vm_tools_and_limits(tmp_path, monkeypatch):
+    monkeypatch.setenv("CU_RUN_CLAUDE_BIN", str(stand_in(tmp_path)))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    agent = make_agent("claude", (task(),), max_turns=7)
+    result = agent.run(None, task(), tmp_path / "agent.log", session(tmp_path))
+    assert result.ended == "done"
+    args = (tmp_path / "seen-args").read_text().splitlines()
+    assert args[:2] == ["-p", task().spec.instruction]
+    assert args[args.index("--output-format") + 1] == "stream-json" and "--verbose" in args
+    assert args[args.index("--mcp-config") + 1] == str(tmp_path / "mcp-config.json")
+    assert "--strict-mcp-config" in args
+    assert args[args.index("--allowedTools") + 1] == "mcp__cu-run__computer_use_screenshot"
+    assert "Bash" in args[args.index("--disallowedTools") + 1].split(",")
+    assert args[args.index("--max-turns") + 1] == "7"
+
+
+def test_codex_gets_the_server_in_its_config_and_the_token_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("CU_RUN_CODEX_BIN", str(stand_in(tmp_path)))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = make_agent("codex", (task(),))
+    assert agent.run(None, task(), tmp_path / "agent.log", session(tmp_path)).ended == "done"
+    args = (tmp_path / "seen-args").read_text().split("\n")
+    assert args[:2] == ["exec", "--json"] and "--skip-git-repo-check" in args
+    assert args[args.index("--sandbox") + 1] == "read-only"
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "-c"]
+    assert 'mcp_servers.cu-run.url="http://127.0.0.1:1/mcp"' in overrides
+    assert 'mcp_servers.cu-run.bearer_token_env_var="CU_RUN_MCP_TOKEN"' in overrides
+    assert 'mcp_servers.cu-run.enabled_tools=["computer_use_screenshot"]' in overrides
+    assert task().spec.instruction in "\n".join(args)
+    env = dict(line.split("=", 1) for line in (tmp_path / "seen-env").read_text().splitlines())
+    assert env["CU_RUN_MCP_TOKEN"] == "tok123"
