@@ -146,7 +146,7 @@ def test_scripted_agent_solves_tasks_through_the_gui_tools_alone(linux_image, tm
     out = tmp_path / "scripted"
     tasks = ["editor-write-save", "folder-tree", "calc-to-file"]
     result = cu_run("run", "--suite", "linux-core", "--agent", "scripted", "--tasks", ",".join(tasks),
-                    "--vm-pool", "2", "--out", str(out))
+                    "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     outcomes = {r["task_id"]: r for r in results(out)}
     assert {t: outcomes[t]["outcome"] for t in tasks} == {t: "pass" for t in tasks}, outcomes
