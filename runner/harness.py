@@ -78,21 +78,22 @@ class Harness:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
         for item in work:
             self._queue.put(item)
-        threads = [threading.Thread(target=self._worker, args=(slot,), name=f"slot-{slot}", daemon=True)
-                   for slot in range(min(self.pool.vm_pool, len(work)))]
-        for thread in threads:
-            thread.start()
+        # Workers say they are finished through events, not Thread.join: a join interrupted by
+        # Ctrl-C can leave CPython (< 3.13) believing the thread has ended while it still runs
+        # its teardown, and the process would then exit under it.
+        finished = [threading.Event() for _ in range(min(self.pool.vm_pool, len(work)))]
+        for slot, done in enumerate(finished):
+            threading.Thread(target=self._worker, args=(slot, done), name=f"slot-{slot}", daemon=True).start()
         try:
-            while any(t.is_alive() for t in threads):
+            while not all(done.is_set() for done in finished):
                 render()
-                for t in threads:
-                    t.join(timeout=0.5 / len(threads))
+                finished[[d.is_set() for d in finished].index(False)].wait(0.5)
             render()
         except KeyboardInterrupt:
             self.stop()
             deadline = time.monotonic() + STOP_GRACE_S
-            for t in threads:
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+            for done in finished:
+                done.wait(timeout=max(0.0, deadline - time.monotonic()))
             raise
 
     def stop(self) -> None:
@@ -106,17 +107,20 @@ class Harness:
 
     # -- one slot
 
-    def _worker(self, slot: int) -> None:
-        while not self._stop.is_set():
-            try:
-                task, trial = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            record = self._with_retries(slot, task, trial)
-            if record is not None:
-                self.log.append(record)
-                self.on_record(record)
-        self.status[slot] = SlotStatus()
+    def _worker(self, slot: int, finished: threading.Event) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    task, trial = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                record = self._with_retries(slot, task, trial)
+                if record is not None:
+                    self.log.append(record)
+                    self.on_record(record)
+        finally:
+            self.status[slot] = SlotStatus()
+            finished.set()
 
     def _with_retries(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         started = datetime.now(UTC)
