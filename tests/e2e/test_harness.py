@@ -177,6 +177,7 @@ async def main():
             result = await client.call_tool(name, args)
             if result.is_error:
                 sys.exit(result.content[0].text)
+            await anyio.sleep(0.5)  # let a click's focus change land before typing
         await anyio.sleep(1)
 
 print("instruction:", os.environ["CU_RUN_INSTRUCTION"])
