@@ -26,6 +26,9 @@ _WHEEL = {"up": 4, "down": 5, "left": 6, "right": 7}
 _SHIFT = 0xFFE1
 DEFAULT_TIMEOUT = 20.0
 DISCONNECT_TIMEOUT = 2.0
+# A click-to-focus window manager moves the focus only after it has seen the click; keys
+# sent sooner go to the window focused before. Keys wait this long after a click.
+CLICK_SETTLE_S = 0.5
 SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-reads it
 
 Capture = Callable[[], bytes]
@@ -75,6 +78,7 @@ class VncDisplay(Display):
         self._lock = threading.RLock()  # vncdotool's proxy has one reply queue: one caller at a time
         self._client = None
         self._pointer = (0, 0)
+        self._clicked_at = 0.0
         self._size: DisplayInfo | None = None
         self._size_at = 0.0
         self._connect()
@@ -156,6 +160,7 @@ class VncDisplay(Display):
             if i:
                 time.sleep(0.05)
             self._call("mousePress", mask)
+        self._clicked_at = time.monotonic()
 
     def drag(self, x1: int, y1: int, x2: int, y2: int, button: Button = "left") -> None:
         mask = _button(button)
@@ -198,6 +203,9 @@ class VncDisplay(Display):
                 time.sleep(pause)
 
     def _chord(self, held: list[int], code: int) -> None:
+        settle = self._clicked_at + CLICK_SETTLE_S - time.monotonic()
+        if settle > 0:
+            time.sleep(settle)
         with self._lock:
             for mod in held:
                 self._call("keysymEvent", mod, True)

@@ -151,6 +151,7 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
             click = await client.call_tool("computer_use_mouse_click", {"x": 700, "y": 600})
             pointer = episode.shell.run("DISPLAY=:0 xdotool getmouselocation --shell", timeout=15).stdout
             await client.call_tool("computer_use_mouse_click", {"x": TERMINAL_POINT[0], "y": TERMINAL_POINT[1]})
+            await anyio.sleep(0.5)  # let the click's focus change land before typing
             typed = await client.call_tool("computer_use_keyboard_type", {"text": text})
             bad = await client.call_tool("computer_use_mouse_click", {"x": 1280, "y": 10})
             note = await client.call_tool("file_download", {"path": "mcp-note.txt"})
