@@ -1,6 +1,6 @@
 """MCP benchmark: screenshot and action round trips through the MCP server vs the raw Display.
 
-    python bench/mcp.py [--n 50]
+    python bench/mcp_roundtrip.py [--n 50]
 
 One VM, the SDK's in-process client (no transport cost): what the server layer adds.
 """
