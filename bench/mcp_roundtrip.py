@@ -33,22 +33,24 @@ def main() -> None:
         raw = {"screenshot": [], "click": [], "key": []}
         over_mcp = {"screenshot": [], "click": [], "key": []}
 
+        async def mcp_call(client, name: str, args: dict) -> float:
+            started = time.perf_counter()
+            await client.call_tool(name, args)
+            return time.perf_counter() - started
+
         async def session() -> None:
             async with Client(server) as client:
+                # Each action in its own interleaved loop: keys right after a click wait for the
+                # display's click settle time, which would be measured instead of the key.
                 for _ in range(args.n):
-                    # interleaved, so drift on this noisy host hits both alike
                     raw["screenshot"] += timed(display.screenshot, 1)
-                    started = time.perf_counter()
-                    await client.call_tool("computer_use_screenshot", {})
-                    over_mcp["screenshot"].append(time.perf_counter() - started)
-                    raw["click"] += timed(lambda: display.click(1000, 500), 1)
-                    started = time.perf_counter()
-                    await client.call_tool("computer_use_mouse_click", {"x": 1000, "y": 500})
-                    over_mcp["click"].append(time.perf_counter() - started)
+                    over_mcp["screenshot"].append(await mcp_call(client, "computer_use_screenshot", {}))
+                for _ in range(args.n):
                     raw["key"] += timed(lambda: display.key("shift"), 1)
-                    started = time.perf_counter()
-                    await client.call_tool("computer_use_keyboard_press", {"key": "shift"})
-                    over_mcp["key"].append(time.perf_counter() - started)
+                    over_mcp["key"].append(await mcp_call(client, "computer_use_keyboard_press", {"key": "shift"}))
+                for _ in range(args.n):
+                    raw["click"] += timed(lambda: display.click(1000, 500), 1)
+                    over_mcp["click"].append(await mcp_call(client, "computer_use_mouse_click", {"x": 1000, "y": 500}))
 
         anyio.run(session)
     results = {}
