@@ -67,6 +67,11 @@ class ImageManifest(Frozen):
     desktop_color: str | None = Field(
         default=None, description="solid desktop background, '#rrggbb': the desktop is up when it shows"
     )
+    desktop_ready_check: str | None = Field(
+        default=None,
+        description="a guest shell script that exits 0 once the desktop's own windows are up "
+        "(the screenshot test alone cannot see that a window is still starting)",
+    )
     pointer_offset: int = Field(
         default=0,
         description="pixels the guest's pointer lands short of where VNC aimed: QEMU and the guest each "

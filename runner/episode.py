@@ -240,10 +240,12 @@ class EpisodeVM:
         """Waits for the desktop to be drawn and settled: two captures alike, half a second apart."""
         deadline = time.monotonic() + self.options.desktop_timeout
         previous = b""
+        check = self.image.manifest.desktop_ready_check
         while True:
             png = self.display.screenshot()
             if desktop_shown(png, self.image.manifest.desktop_color) and png == previous:
-                return
+                if check is None or self.shell.run(check, timeout=20).exit_code == 0:
+                    return
             previous = png
             if time.monotonic() >= deadline:
                 raise InfraError(

@@ -40,6 +40,8 @@ DESKTOP_COLOR = "#1f6f8b"  # must match images/linux-test/rootfs/home/cu/.xinitr
 # No console on tty0: drawing boot messages on the VGA text console is slow under TCG.
 # net.ifnames=0 names the NIC eth0, which cu-net.service configures.
 KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigations=off random.trust_cpu=on"
+# The desktop counts as ready once jwm has started the terminal tasks and people click on.
+TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --name '^terminal$' >/dev/null"
 REQUIRED_TOOLS = {
     "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
@@ -133,6 +135,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
             screen=ScreenSize(width=1280, height=800),
             desktop_color=DESKTOP_COLOR,
             pointer_offset=1,  # measured: without it every click lands at (x-1, y-1)
+            desktop_ready_check=TERMINAL_READY,
             credentials=Credentials(user="cu", password="cu"),
             ssh=SshAccess(
                 user="cu",
