@@ -41,7 +41,8 @@ DESKTOP_COLOR = "#1f6f8b"  # must match images/linux-test/rootfs/home/cu/.xinitr
 # net.ifnames=0 names the NIC eth0, which cu-net.service configures.
 KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigations=off random.trust_cpu=on"
 # The desktop counts as ready once jwm has started the terminal tasks and people click on.
-TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --name '^terminal$' >/dev/null"
+# By class: bash retitles the xterm to user@host: dir.
+TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' >/dev/null"
 REQUIRED_TOOLS = {
     "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
@@ -105,7 +106,7 @@ def recipe_hash(recipe: Path) -> str:
 
     A cached image whose hash differs was built from another recipe and is rebuilt.
     """
-    digest = hashlib.sha256(KERNEL_CMDLINE.encode())
+    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode())
     for path in sorted(p for p in recipe.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(recipe)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
