@@ -58,12 +58,10 @@ class ResultLog:
 
     def finished(self) -> set[tuple[str, int]]:
         """(task, trial) pairs with a scored outcome; the latest line for a pair wins."""
-        latest: dict[tuple[str, int], EpisodeRecord] = {}
-        for r in self.records():
-            latest[(r.task_id, r.trial)] = r
-        return {key for key, r in latest.items() if r.outcome != "infra_error"}
+        return {(r.task_id, r.trial) for r in self.latest() if r.outcome != "infra_error"}
 
     def latest(self) -> list[EpisodeRecord]:
+        """One record per (task, trial), the last written, sorted."""
         latest: dict[tuple[str, int], EpisodeRecord] = {}
         for r in self.records():
             latest[(r.task_id, r.trial)] = r
