@@ -13,7 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcp.server.mcpserver import MCPServer
+
 from runner.episode import EpisodeVM, free_port
+from runner.guest.agent import GuestAgent
 from runner.mcp_http import HttpMcpServer
 from runner.mcp_server import build_server, resolve_toolsets
 from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
@@ -34,11 +37,19 @@ class McpSession:
 def mcp_session(vm: EpisodeVM, folder: Path, *, toolsets: tuple[str, ...], file_root: str | None,
                 max_steps: int | None) -> Iterator[McpSession]:
     trajectory = Trajectory(folder, max_steps=max_steps)
-    server = build_server(RecordingDisplay(vm.display, trajectory), RecordingShell(vm.shell, trajectory),
-                          toolsets=toolsets, file_root=file_root)
+    server = episode_server(vm, trajectory, toolsets=toolsets, file_root=file_root)
     with HttpMcpServer(server, free_port()) as http:
         config = folder / "mcp-config.json"
         config.write_text(json.dumps({"mcpServers": {SERVER_NAME: {
             "type": "http", "url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}}}, indent=2))
         config.chmod(0o600)
         yield McpSession(http.url, http.token, config, resolve_toolsets(toolsets), trajectory)
+
+
+def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str, ...],
+                   file_root: str | None) -> MCPServer:
+    """The MCP server over VM's display, shell and guest agent, every call recorded in TRAJECTORY."""
+    shell = RecordingShell(vm.shell, trajectory)
+    command = vm.image.manifest.guest_agent
+    return build_server(RecordingDisplay(vm.display, trajectory), shell, toolsets=toolsets, file_root=file_root,
+                        guest_agent=GuestAgent(shell, command) if command else None)

@@ -72,6 +72,11 @@ class ImageManifest(Frozen):
         description="a guest shell script that exits 0 once the desktop's own windows are up "
         "(the screenshot test alone cannot see that a window is still starting)",
     )
+    guest_agent: str | None = Field(
+        default=None,
+        description="the guest shell command that runs the guest agent (guest_agent/): window list "
+        "and accessibility tree; None: the image has none",
+    )
     pointer_offset: int = Field(
         default=0,
         description="pixels the guest's pointer lands short of where VNC aimed: QEMU and the guest each "

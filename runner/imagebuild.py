@@ -31,7 +31,7 @@ from runner.catalog import (
     SshAccess,
     sha256_file,
 )
-from runner.config import recipe_dir
+from runner.config import PROJECT_ROOT, recipe_dir
 from runner.errors import InfraError, UsageError
 
 LINUX_TEST = "linux-test"
@@ -43,6 +43,10 @@ KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigation
 # The desktop counts as ready once jwm has started the terminal tasks and people click on.
 # By class: bash retitles the xterm to user@host: dir.
 TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' >/dev/null"
+# customize.sh installs guest_agent/linux/cu_guest_agent.py here; it talks to the user's X
+# session and (through its session bus) to AT-SPI.
+GUEST_AGENT_DIR = PROJECT_ROOT / "guest_agent" / "linux"
+GUEST_AGENT_COMMAND = "DISPLAY=:0 /usr/local/bin/cu-guest-agent"
 REQUIRED_TOOLS = {
     "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
@@ -106,9 +110,10 @@ def recipe_hash(recipe: Path) -> str:
 
     A cached image whose hash differs was built from another recipe and is rebuilt.
     """
-    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode())
-    for path in sorted(p for p in recipe.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(recipe)).encode() + b"\0" + path.read_bytes())
+    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode() + GUEST_AGENT_COMMAND.encode())
+    for folder in (recipe, GUEST_AGENT_DIR):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path.relative_to(folder.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -137,6 +142,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
             desktop_color=DESKTOP_COLOR,
             pointer_offset=1,  # measured: without it every click lands at (x-1, y-1)
             desktop_ready_check=TERMINAL_READY,
+            guest_agent=GUEST_AGENT_COMMAND,
             credentials=Credentials(user="cu", password="cu"),
             ssh=SshAccess(
                 user="cu",
@@ -174,6 +180,7 @@ def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> Non
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             ["sh", str(script), str(work), str(keys)],
+            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py")),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import posixpath
 import shlex
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from runner import __version__
 from runner.display.base import Display
 from runner.display.keys import parse_hotkey
 from runner.errors import CommandTimeout, GuestUnreachable, UsageError
+from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import GuestShell
 from runner.trajectory import CURRENT_TOOL, StepLimitReached
 
@@ -36,10 +38,9 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
               "computer_use_mouse_drag", "computer_use_mouse_scroll"),
     "keyboard": ("computer_use_keyboard_type", "computer_use_keyboard_press", "computer_use_keyboard_hotkey"),
     "files": ("list_files", "file_download"),
+    "accessibility": ("computer_use_windows", "computer_use_accessibility_tree"),
 }
 DEFAULT_TOOLSETS = ("screen", "mouse", "keyboard")
-NOT_YET = {"accessibility": "computer_use_windows and computer_use_accessibility_tree need the guest agent, "
-                            "which is not built yet"}
 MAX_DOWNLOAD_BYTES = 10 * 2**20
 
 
@@ -47,8 +48,6 @@ def resolve_toolsets(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """--tools screen,mouse,keyboard,files -> the tool names those sets hold."""
     tools: list[str] = []
     for name in names:
-        if name in NOT_YET:
-            raise UsageError(f"tool set {name!r} is not available: {NOT_YET[name]}")
         if name not in TOOLSETS:
             raise UsageError(f"unknown tool set {name!r}", fix=f"choose from {', '.join(TOOLSETS)}")
         tools += TOOLSETS[name]
@@ -56,10 +55,14 @@ def resolve_toolsets(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def build_server(display: Display, shell: GuestShell | None = None, *,
-                 toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, file_root: str | None = None) -> MCPServer:
+                 toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, file_root: str | None = None,
+                 guest_agent: GuestAgent | None = None) -> MCPServer:
     allowed = set(resolve_toolsets(toolsets))
     if allowed & set(TOOLSETS["files"]) and (shell is None or not file_root):
         raise UsageError("the file tools need a guest shell and a root folder they are confined to")
+    if allowed & set(TOOLSETS["accessibility"]) and guest_agent is None:
+        raise UsageError("the accessibility tools need the image's guest agent, and this image has none",
+                         fix="rebuild the image (cu-run image build NAME --force) or leave out --tools accessibility")
     server = MCPServer("cu-run", version=__version__,
                        instructions="The screen, mouse and keyboard of one virtual machine. Coordinates are "
                                     "screen pixels from the top left; take a screenshot to see the screen.")
@@ -80,6 +83,8 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
             raise ToolError(str(exc)) from exc
         except (GuestUnreachable, CommandTimeout) as exc:
             raise ToolError(f"the VM did not answer: {exc.message}") from exc
+        except GuestAgentError as exc:
+            raise ToolError(exc.message) from exc
 
     @tool
     async def computer_use_screenshot(scale: float = 1.0, format: Literal["png", "jpeg"] = "png",
@@ -169,6 +174,26 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
         await act("computer_use_keyboard_hotkey", lambda: display.key(key, mods))
         return f"pressed {keys}"
 
+    if guest_agent is not None:
+        @tool
+        async def computer_use_windows() -> str:
+            """The desktop's top-level windows: id, title, app, pid, focused, minimized and geometry
+            (x, y, width, height of the window's content in screen pixels)."""
+            windows = await act("computer_use_windows", guest_agent.windows)
+            return _compact({"windows": [w.model_dump() for w in windows]})
+
+        @tool
+        async def computer_use_accessibility_tree(app: str | None = None, max_depth: int = 20,
+                                                  max_nodes: int = 500) -> str:
+            """The accessibility tree of what is on screen: role, name, bounds [x, y, width, height],
+            states (focused, selected, checked, editable, disabled...) and text, nested. app limits it to
+            one application (as named in the tree); max_depth (1-50) and max_nodes (1-5000) bound it."""
+            if not 1 <= max_depth <= 50 or not 1 <= max_nodes <= 5000:
+                raise ToolError("max_depth must be 1-50 and max_nodes 1-5000")
+            tree = await act("computer_use_accessibility_tree",
+                             lambda: guest_agent.accessibility_tree(app, max_depth, max_nodes))
+            return _compact(tree.model_dump(exclude_none=True, exclude_defaults=True))
+
     if shell is not None and file_root:
         root = posixpath.normpath(file_root)
 
@@ -205,6 +230,11 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
                 raise ToolError(f"{path} is not a text file ({len(data)} bytes)") from None
 
     return server
+
+
+def _compact(data: object) -> str:
+    """JSON without indentation: a tree of hundreds of nodes is what the model reads."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _confine(root: str, path: str) -> str:

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the linux-test guest from Debian packages only.
 #   build.sh WORKDIR KEYDIR
+# CU_GUEST_AGENT names the guest agent program to install (guest_agent/linux/).
 # KEYDIR holds ssh_host_ed25519_key{,.pub} and client_key.pub, made by the caller.
 # Writes WORKDIR/disk.qcow2, vmlinuz, initrd.img and packages.tsv.
 # Needs root (mmdebstrap --mode=root), mmdebstrap, e2fsprogs and qemu-img.
@@ -27,7 +28,7 @@ mmdebstrap --variant=minbase --mode=root --format=directory \
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/dri/*' \
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM*' \
     --include="$packages" \
-    --customize-hook="CU_KEYS='$keys' '$here/customize.sh' \"\$1\"" \
+    --customize-hook="CU_KEYS='$keys' CU_GUEST_AGENT='$CU_GUEST_AGENT' '$here/customize.sh' \"\$1\"" \
     bookworm "$root" "$mirror"
 
 echo "== kernel and initrd"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # mmdebstrap customize hook for the linux-test guest: $1 is the new root.
-# CU_KEYS names the folder with the image's SSH host key and the runner's public key.
+# CU_KEYS names the folder with the image's SSH host key and the runner's public key;
+# CU_GUEST_AGENT the guest agent program.
 set -eu
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,9 @@ chroot "$root" chown -R cu:cu /home/cu
 chmod 0755 "$root/home/cu/.xinitrc"
 install -d -m 0700 -o 1000 -g 1000 "$root/home/cu/.ssh"
 install -m 0600 -o 1000 -g 1000 "$CU_KEYS/client_key.pub" "$root/home/cu/.ssh/authorized_keys"
+
+# The guest agent: the runner runs it through SSH for the window list and AT-SPI tree.
+install -m 0755 "$CU_GUEST_AGENT" "$root/usr/local/bin/cu-guest-agent"
 
 # One pinned host key; sshd would otherwise make fresh keys nobody has recorded.
 rm -f "$root"/etc/ssh/ssh_host_*

@@ -174,3 +174,64 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
     assert [l["tool"] for l in lines] == ["computer_use_screenshot", "computer_use_mouse_click",
                                           "computer_use_mouse_click", "computer_use_keyboard_type",
                                           "computer_use_mouse_click", "file_download"]
+
+
+def test_accessibility_tools_see_what_the_screen_shows(episode, tmp_path):
+    """The guest agent through MCP: the window list and the AT-SPI tree of a real mousepad, whose
+    reported bounds are where a click lands (the File menu opens, and the tree then shows its items).
+    Runs last in this module: it leaves mousepad's window over the terminal until it kills it."""
+    import json
+
+    import anyio
+    from mcp import Client
+
+    from runner.agent_session import episode_server
+    from runner.trajectory import Trajectory
+
+    server = episode_server(episode, Trajectory(tmp_path), toolsets=("mouse", "accessibility"), file_root=None)
+    episode.shell.run("DISPLAY=:0 setsid mousepad </dev/null >/dev/null 2>&1 &", timeout=10)
+
+    def tree_nodes(result):
+        found = []
+
+        def walk(node):
+            found.append(node)
+            for child in node.get("children", []):
+                walk(child)
+        walk(json.loads(result.content[0].text))
+        return found
+
+    async def session():
+        async with Client(server) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                windows = json.loads((await client.call_tool("computer_use_windows", {})).content[0].text)["windows"]
+                if any(w["app"] == "Mousepad" for w in windows) or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(1)
+            await anyio.sleep(2)  # the window is mapped a moment before its widgets are showing
+            before = tree_nodes(await client.call_tool("computer_use_accessibility_tree", {"app": "mousepad"}))
+            file_menu = next(n for n in before if n["role"] == "menu" and n["name"] == "File")
+            x, y, w, h = file_menu["bounds"]
+            await client.call_tool("computer_use_mouse_click", {"x": x + w // 2, "y": y + h // 2})
+            await anyio.sleep(1.5)
+            after = tree_nodes(await client.call_tool("computer_use_accessibility_tree", {"app": "mousepad"}))
+            shallow = json.loads((await client.call_tool("computer_use_accessibility_tree",
+                                                         {"max_depth": 2})).content[0].text)
+            return windows, before, after, shallow
+
+    try:
+        windows, before, after, shallow = anyio.run(session)
+    finally:
+        episode.shell.run("pkill -x mousepad; sleep 1", timeout=15)
+    by_app = {w["app"]: w for w in windows}
+    assert set(by_app) == {"XTerm", "Mousepad"}
+    assert by_app["Mousepad"]["focused"] and not by_app["XTerm"]["focused"]
+    assert by_app["Mousepad"]["geometry"]["width"] > 300
+    assert not any(n["role"] == "menu item" for n in before), "closed menus' items must be left out"
+    assert any(n["role"] == "text" and "editable" in n.get("states", []) for n in before)
+    opened = {n["name"].strip() for n in after if n["role"] == "menu item"}
+    assert {"Save", "Quit"} <= opened, opened
+    assert shallow["children"][0]["role"] == "application"
+    assert all("children_omitted" in frame or "children" not in frame
+               for app in shallow["children"] for frame in app.get("children", []))

@@ -2,6 +2,7 @@
 
 import base64
 import io
+import json
 import os
 import sys
 
@@ -16,7 +17,8 @@ from runner.mcp_server import DEFAULT_TOOLSETS, TOOLSETS
 def test_mcp_over_stdio_serves_a_fresh_vm_and_removes_it(linux_image, host, settings, tmp_path):
     # The SDK hands a stdio server only a minimal environment: pass ours (CU_RUN_HOME, ...).
     params = StdioServerParameters(command=sys.executable, env=dict(os.environ),
-                                   args=["-m", "runner", "mcp", "--trajectory", str(tmp_path / "traj")])
+                                   args=["-m", "runner", "mcp", "--trajectory", str(tmp_path / "traj"),
+                                         "--tools", "screen,mouse,keyboard,accessibility"])
 
     async def session():
         async with Client(params, read_timeout_seconds=300) as client:
@@ -24,20 +26,22 @@ def test_mcp_over_stdio_serves_a_fresh_vm_and_removes_it(linux_image, host, sett
             shot = await client.call_tool("computer_use_screenshot", {})
             info = await client.call_tool("computer_use_display_info", {})
             bad = await client.call_tool("computer_use_keyboard_press", {"key": "nosuchkey"})
-            return names, shot, info, bad
+            windows = await client.call_tool("computer_use_windows", {})
+            return names, shot, info, bad, windows
 
-    names, shot, info, bad = anyio.run(session)
-    assert names == sorted(t for s in DEFAULT_TOOLSETS for t in TOOLSETS[s])
+    names, shot, info, bad, windows = anyio.run(session)
+    assert names == sorted(t for s in DEFAULT_TOOLSETS + ("accessibility",) for t in TOOLSETS[s])
+    (terminal,) = json.loads(windows.content[0].text)["windows"]
+    assert terminal["app"] == "XTerm" and terminal["geometry"]["width"] > 400
     image = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data)))
     assert image.size == (1280, 800)
     assert '"width":1280' in info.content[0].text.replace(" ", "")
     assert bad.is_error and "unknown key" in bad.content[0].text
-    assert (tmp_path / "traj" / "trajectory.jsonl").read_text().count("\n") == 3
+    assert (tmp_path / "traj" / "trajectory.jsonl").read_text().count("\n") == 4
     assert leftovers(host, settings) == []
 
 
 def test_mcp_over_http_needs_the_token_and_removes_the_vm_on_sigterm(linux_image, host, settings):
-    import json
     import select
     import signal
     import subprocess
