@@ -34,6 +34,8 @@ CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_
 LibvirtUri = Annotated[Optional[str], typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
                                                    help="libvirt connection [default: qemu:///system]")]
 AccelOpt = Annotated[str, typer.Option("--accel", help="auto (probe), kvm or tcg")]
+StartOpt = Annotated[str, typer.Option("--start", help="warm (restore a saved state), cold (boot), or auto: "
+                                                     "warm when every slot has a valid state")]
 
 
 @app.command()
@@ -65,22 +67,65 @@ def image_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON array of manifests")] = False,
     cache_dir: CacheDir = None,
 ) -> None:
-    """Show the image catalog."""
+    """Show the image catalog and each image's warm states."""
+    from runner.warm import list_slots
+
     settings = Settings.resolve(cache_dir)
     images = Catalog(settings.images_dir).images()
     if as_json:
         print(json.dumps([{**i.manifest.model_dump(mode="json", exclude={"packages"}),
-                           "packages": len(i.manifest.packages), "folder": str(i.folder)} for i in images], indent=2))
+                           "packages": len(i.manifest.packages), "folder": str(i.folder),
+                           "warm": [{**s.state.model_dump(mode="json"), "folder": str(s.folder), "bytes": s.bytes}
+                                    for s in list_slots(i)]} for i in images], indent=2))
         return
     if not images:
         con.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
         return
-    table = Table("name", "profile", "disk", "screen", "built", "sha256")
+    table = Table("name", "profile", "disk", "screen", "built", "sha256", "warm slots")
     for i in images:
         m = i.manifest
+        warm = list_slots(i)
         table.add_row(m.name, m.profile, f"{m.disk_bytes / 2**20:.0f} MiB", f"{m.screen.width}x{m.screen.height}",
-                      m.built_at.strftime("%Y-%m-%d %H:%M"), m.disk_sha256[:16])
+                      m.built_at.strftime("%Y-%m-%d %H:%M"), m.disk_sha256[:16],
+                      f"{len(warm)} ({sum(s.bytes for s in warm) / 2**20:.0f} MiB, {warm[0].state.deps.accel})"
+                      if warm else "none")
     con.print(table)
+
+
+@image_app.command("warm")
+def image_warm(
+    name: Annotated[str, typer.Argument(help="catalog image to warm, e.g. linux-test")],
+    slots: Annotated[int, typer.Option("--slots", help="warm states to make: one per pool slot")] = 1,
+    force: Annotated[bool, typer.Option("--force", help="re-make states that are still current")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="delete the image's warm states instead")] = False,
+    accel: AccelOpt = "auto",
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Boot each slot once and save its RAM state, so episodes restore in seconds instead of booting.
+
+    Resumable: slots whose state is current are kept; an interrupted slot leaves nothing behind.
+    """
+    from runner.hypervisor.libvirt_host import LibvirtHost
+    from runner.session import resolve_accel
+    from runner.warm import remove_warm, warm_image
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    image = Catalog(settings.images_dir).get(name)
+    if remove:
+        removed = remove_warm(image)
+        con.print("\n".join(f"removed {r}" for r in removed) or f"{name} has no warm states")
+        return
+    chosen, _probe = resolve_accel(settings, image, accel)
+    host = LibvirtHost(settings.libvirt_uri)
+    try:
+        with err.status(f"warming {name}") as status:
+            done = warm_image(host, settings, image, slots, chosen, force=force,
+                              progress=lambda line: (status.update(f"warming {name}: {line}"), err.print(line)))
+    finally:
+        host.close()
+    total = sum(s.bytes for s in done)
+    con.print(f"{name}: {len(done)} warm slots, {total / 2**20:.0f} MiB in {done[0].folder.parent}")
 
 
 @app.command()
@@ -134,6 +179,7 @@ def vm_up(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON line with the endpoints")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the domain XML and exit")] = False,
     accel: AccelOpt = "auto",
+    start: StartOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -144,7 +190,7 @@ def vm_up(
     if dry_run:
         print(print_dry_run(settings, image, accel), end="")
         return
-    with open_vm(settings, image, accel, status=err.status) as vm:
+    with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
         assert vm.endpoints is not None
         if as_json:
             print(json.dumps(vm.endpoints.as_json()), flush=True)
@@ -160,12 +206,13 @@ def vm_up(
 @app.command()
 def mcp(
     image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
-    tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files")] = "screen,mouse,keyboard",
+    tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files, accessibility")] = "screen,mouse,keyboard",
     file_root: Annotated[str, typer.Option("--file-root", help="folder the file tools are confined to")] = "/home/cu",
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
     trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
     accel: AccelOpt = "auto",
+    start: StartOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -174,19 +221,19 @@ def mcp(
     stdio: the VM lives as long as the client stays connected. http: prints one JSON line
     with the URL and bearer token, and serves until Ctrl-C or SIGTERM. Then the VM is removed.
     """
-    from runner.mcp_server import build_server, resolve_toolsets
+    from runner.agent_session import episode_server
+    from runner.mcp_server import resolve_toolsets
     from runner.session import open_vm
-    from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+    from runner.trajectory import Trajectory
 
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
     if transport not in ("stdio", "http"):
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
     settings = Settings.resolve(cache_dir, libvirt_uri)
-    with open_vm(settings, image, accel, status=err.status) as vm:
-        recorder = Trajectory(trajectory, max_steps=max_steps)
-        server = build_server(RecordingDisplay(vm.display, recorder), RecordingShell(vm.shell, recorder),
-                              toolsets=toolsets, file_root=file_root)
+    with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
+        server = episode_server(vm, Trajectory(trajectory, max_steps=max_steps), toolsets=toolsets,
+                                file_root=file_root)
         if transport == "stdio":
             err.print(f"{vm.name} is up; serving MCP on stdio")
             server.run("stdio")
@@ -214,6 +261,7 @@ def check(
     out_dir: Annotated[Path, typer.Option("--out", help="where screenshots go")] = Path("cu-run-check"),
     build: Annotated[bool, typer.Option("--build/--no-build", help="build the image first if it is missing")] = True,
     accel: AccelOpt = "auto",
+    start: StartOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -224,7 +272,8 @@ def check(
     settings = Settings.resolve(cache_dir, libvirt_uri)
     if build and Catalog(settings.images_dir).find(image) is None:
         image_build(image, force=False, cache_dir=cache_dir)
-    with open_vm(settings, image, accel, status=err.status, artifacts=out_dir) as vm:
+    with open_vm(settings, image, accel, status=err.status, notice=err.print, artifacts=out_dir,
+                 start=start) as vm:
         con.print(f"{vm.name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in vm.timings.phases.items()))
         with err.status("running the checks"):
             results = run_selfcheck(vm, out_dir)
@@ -246,14 +295,14 @@ ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image 
 
 
 def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto",
-             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50):
+             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50, start="auto"):
     from runner.run import RunRequest
 
     ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
                       resume=resume, fail_under=fail_under, image=image, accel=accel, tools=toolsets,
-                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns)
+                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start)
 
 
 @app.command()
@@ -272,6 +321,7 @@ def run(
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
     accel: AccelOpt = "auto",
+    start: StartOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -280,7 +330,7 @@ def run(
 
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
                        _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel,
-                                tools, max_steps, agent_cmd, max_turns), err)
+                                tools, max_steps, agent_cmd, max_turns, start), err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -294,6 +344,7 @@ def validate(
     out: OutOpt = None,
     image: ImageOpt = None,
     accel: AccelOpt = "auto",
+    start: StartOpt = "auto",
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -301,7 +352,8 @@ def validate(
     from runner.run import validate_suite
 
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri),
-                                     _request(suite, "oracle", tasks, vm_pool, trials, out, image=image, accel=accel), err)
+                                     _request(suite, "oracle", tasks, vm_pool, trials, out, image=image, accel=accel,
+                                              start=start), err)
     raise typer.Exit(code)
 
 

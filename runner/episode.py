@@ -42,6 +42,7 @@ from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.hypervisor.overlay import create_overlay
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
+from runner.warm import WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ OWNER_FILE = "owner.json"
 SHELL_READY_TIMEOUT = 240.0
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
-START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU binding it
+START_ATTEMPTS = 3
+WARM_SLOT_WAIT = 300.0  # another run's episode on the same warm slot finishes well within this  # a free port can be taken between finding it and QEMU binding it
 
 
 @dataclass
@@ -100,14 +102,21 @@ class EpisodeVM:
         slot: int,
         options: EpisodeOptions | None = None,
         artifacts: Path | None = None,
+        warm: WarmSlot | None = None,
+        identity: SlotIdentity | None = None,
     ) -> None:
+        """WARM: restore that slot's saved state instead of booting (the domain takes the slot's
+        fixed name). IDENTITY: the name/UUID/MAC to boot under (default: the run's own slot)."""
         if image.manifest.profile != "linux" or image.manifest.ssh is None:
             raise UsageError(f"image {image.name} is a {image.manifest.profile} image; episodes run linux images so far")
         self.host = host
         self.image = image
         self.settings = settings
         self.options = options or EpisodeOptions()
-        self.identity = SlotIdentity(run_id, slot)
+        self.warm = warm
+        if warm is not None:
+            identity = warm_identity(image.name, warm.state.slot)
+        self.identity = identity or SlotIdentity(run_id, slot)
         self.run_id = run_id
         self.slot = slot
         self.artifacts = artifacts
@@ -169,6 +178,11 @@ class EpisodeVM:
     def _start(self) -> None:
         manifest = self.image.manifest
         assert manifest.ssh is not None and manifest.boot is not None
+        if self.warm is not None:
+            # The slot's fixed domain name and folder are this episode's only while it holds the slot.
+            lock = slot_lock(self.image, self.warm.state.slot)
+            lock.acquire(timeout=WARM_SLOT_WAIT)
+            self._undo.append(("release warm slot", lock.release))
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
         self.workdir.mkdir(parents=True)
@@ -180,7 +194,7 @@ class EpisodeVM:
         }))
 
         t = time.monotonic()
-        create_overlay(self.image.disk, self.workdir / "overlay.qcow2")
+        create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
         self.timings.mark("overlay", t)
 
         t = time.monotonic()
@@ -189,17 +203,20 @@ class EpisodeVM:
             ssh_port = free_port()
             spec = episode_domain_spec(
                 self.image, self.identity, self.workdir, self.options.accel, ssh_port, owner,
-                self.host.uri, self.options.memory_mib,
+                self.host.uri, self.options.memory_mib, run_id=self.run_id,
             )
             self._domain_xml = build_domain_xml(spec)
             try:
-                self._domain = self.host.start(self._domain_xml)
+                if self.warm is not None:
+                    self._domain = self.host.restore(self.warm.ram, self._domain_xml)
+                else:
+                    self._domain = self.host.start(self._domain_xml)
                 break
             except InfraError as exc:
                 if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
                     raise
                 log.warning("port %d was taken before QEMU bound it; retrying", ssh_port)
-        self.timings.mark("domain_start", t)
+        self.timings.mark("restore" if self.warm else "domain_start", t)
 
         vnc_port = self.host.vnc_port(self._domain)
         self.endpoints = Endpoints(
@@ -216,10 +233,35 @@ class EpisodeVM:
 
         t = time.monotonic()
         self._wait_shell()
+        if self.warm is not None:
+            self._set_clock()
         self.timings.mark("shell_ready", t)
         if self.options.wait_desktop:
             self._wait_desktop()
             self.timings.mark("desktop_ready", t)
+
+    def _set_clock(self) -> None:
+        """A restored guest wakes up at the time it was saved: give it the host's."""
+        result = self.shell.run(f"sudo -n date -u -s @{time.time():.3f} >/dev/null", timeout=20)
+        if not result.ok:
+            raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
+
+    def save_state(self, ram: Path, disk: Path) -> None:
+        """Saves the running VM's RAM state to RAM and moves its disk overlay to DISK: a warm slot.
+
+        The guest's buffers are synced first and the shell closed, so the state holds no open
+        session and the saved disk is what the saved RAM believes is on it. The domain is gone after.
+        """
+        assert self._domain is not None and self._shell is not None
+        result = self._shell.run("sync", timeout=60)
+        if not result.ok:
+            raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
+        self._shell.close()
+        if self._display is not None:
+            self._display.close()
+        self.host.save(self._domain, ram)
+        self._domain = None
+        shutil.move(self.workdir / "overlay.qcow2", disk)
 
     def _libvirt_capture(self) -> bytes:
         return png_from_any(*self.host.screenshot(self._domain))
@@ -311,6 +353,8 @@ def episode_domain_spec(
     owner: Owner,
     libvirt_uri: str,
     memory_mib: int | None = None,
+    *,
+    run_id: str | None = None,
 ) -> DomainSpec:
     """The domain an episode of IMAGE on slot IDENTITY gets: one definition for runs and dry runs."""
     m = image.manifest
@@ -320,7 +364,7 @@ def episode_domain_spec(
         accel=accel,
         disk=workdir / "overlay.qcow2",
         serial_log=workdir / "serial.log",
-        tag=EpisodeTag(identity.pool, identity.slot, owner.pid, owner.start, workdir),
+        tag=EpisodeTag(run_id or identity.pool, identity.slot, owner.pid, owner.start, workdir),
         boot=DirectKernel(image.path(m.boot.kernel), image.path(m.boot.initrd), m.boot.cmdline) if m.boot else None,
         forwards=(PortForward(ssh_port, m.ssh.port),),
         memory_mib=memory_mib or m.memory_mib,

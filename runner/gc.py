@@ -1,4 +1,5 @@
-"""Finds and removes what a killed runner left behind: cu- domains and episode folders.
+"""Finds and removes what a killed runner left behind: cu- domains, episode folders and
+half-made warm states.
 
 A domain or folder is garbage when the process that made it is gone (pid and start
 time, recorded in libvirt metadata and owner.json). Live runs are never touched
@@ -12,10 +13,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.catalog import Catalog
 from runner.config import Settings
 from runner.episode import OWNER_FILE
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import Owner
+from runner.warm import list_slots, warm_root
 
 
 @dataclass
@@ -53,7 +56,27 @@ def collect_garbage(host: LibvirtHost, settings: Settings, *, everything: bool =
                 report.kept.append(f"episode folder {folder} (its domain is still running)")
                 continue
             _remove_folder(folder, settings.episodes_dir, report)
+    _collect_warm(settings, everything, report)
     return report
+
+
+def _collect_warm(settings: Settings, everything: bool, report: GcReport) -> None:
+    """Half-made warm states of dead warmers go; complete ones stay (they are the cache)."""
+    for image in Catalog(settings.images_dir).images():
+        root = warm_root(image)
+        for partial in sorted(root.glob("slot-*.partial-*")) if root.is_dir() else []:
+            owner = folder_owner(partial)
+            if owner is not None and owner.alive() and not everything:
+                report.kept.append(f"warm state being made {partial} (pid {owner.pid} is alive)")
+                continue
+            try:
+                shutil.rmtree(partial)
+                report.removed.append(f"unfinished warm state {partial}")
+            except OSError as exc:
+                report.failed.append(f"unfinished warm state {partial}: {exc}")
+        for slot in list_slots(image):
+            report.kept.append(f"warm state {slot.folder} ({slot.bytes / 2**20:.0f} MiB; "
+                               f"cu-run image warm {image.name} --remove deletes it)")
 
 
 def folder_owner(folder: Path) -> Owner | None:

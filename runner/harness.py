@@ -31,6 +31,7 @@ from runner.results import EpisodeRecord, ResultLog
 from runner.task_scripts import run_task_script
 from runner.tasks import Task
 from runner.verdict import Verdict, parse_verdict
+from runner.warm import WarmSlot
 
 INFRA_RETRIES = 2
 STOP_GRACE_S = 120.0
@@ -57,6 +58,7 @@ class PoolConfig:
     infra_retries: int = INFRA_RETRIES
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS  # what an MCP-driven agent may use
     max_steps: int | None = None
+    warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
 
 
 class Harness:
@@ -145,9 +147,10 @@ class Harness:
         ep_dir.mkdir(parents=True)
         t0 = time.monotonic()
         phases: dict[str, float] = {}
-        self._set(slot, task, trial, "boot")
+        warm = self.pool.warm.get(slot)
+        self._set(slot, task, trial, "restore" if warm else "boot")
         vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir)
+                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm)
         self._active[slot] = vm
         try:
             with vm:

@@ -28,6 +28,7 @@ from runner.provenance import host_facts, runner_facts
 from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
+from runner.warm import plan_start
 
 DEFAULT_IMAGE = {"linux": "linux-test", "windows": "windows-11"}
 EXIT_INFRA = 3
@@ -50,6 +51,7 @@ class RunRequest:
     max_steps: int | None = None
     agent_cmd: str | None = None
     max_turns: int = 50
+    start: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,19 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     work = [(t, trial) for trial in range(1, request.trials + 1) for t in tasks if (t.id, trial) not in finished]
     out_dir.mkdir(parents=True, exist_ok=True)
     host = LibvirtHost(settings.libvirt_uri)
+    try:
+        plan = plan_start(request.start, host, image, accel, settings.libvirt_uri, request.vm_pool)
+    except BaseException:
+        host.close()
+        raise
+    if plan.notice:
+        console.print(f"[yellow]{plan.notice}[/]")
     started_at = datetime.now(UTC).isoformat()
     provenance = previous or {
         "started_at": started_at,
         "host": host_facts(),
         "accel": {"used": accel, "requested": request.accel, "probe": probe.reason},
+        "start": {"used": plan.mode, "requested": request.start, "notice": plan.notice},
         "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
         "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
                   "builder": image.manifest.builder},
@@ -108,9 +118,9 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
 
     console.print(f"run {out_dir}: {len(work)} episodes to go "
                   f"({len(tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                  f"pool {request.vm_pool}, {accel.upper()}, agent {agent.name}")
+                  f"pool {request.vm_pool}, {accel.upper()}, {plan.mode} start, agent {agent.name}")
     pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
-                      toolsets=request.tools, max_steps=request.max_steps)
+                      toolsets=request.tools, max_steps=request.max_steps, warm=plan.slots)
     harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
     try:
         if work:

@@ -18,6 +18,7 @@ from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import me
+from runner.warm import plan_start
 
 Status = Callable[[str], AbstractContextManager]
 
@@ -39,8 +40,10 @@ def open_vm(
     accel: str = "auto",
     *,
     status: Status | None = None,
+    notice: Callable[[str], None] | None = None,
     artifacts: Path | None = None,
     run_id: str | None = None,
+    start: str = "auto",
 ) -> Iterator[EpisodeVM]:
     status = status or (lambda _msg: nullcontext())
     image = Catalog(settings.images_dir).get(image_name)
@@ -50,9 +53,13 @@ def open_vm(
         chosen, _probe = resolve_accel(settings, image, accel)
     host = LibvirtHost(settings.libvirt_uri)
     try:
+        plan = plan_start(start, host, image, chosen, settings.libvirt_uri, vm_pool=1)
+        if plan.notice and notice is not None:
+            notice(plan.notice)
         vm = EpisodeVM(host, image, settings, run_id=run_id or new_run_id(), slot=0,
-                       options=EpisodeOptions(accel=chosen), artifacts=artifacts)
-        with status(f"starting {vm.name} under {chosen.upper()} (a cold boot under TCG takes ~30-60 s)"):
+                       options=EpisodeOptions(accel=chosen), artifacts=artifacts, warm=plan.slots.get(0))
+        how = "restoring its warm state" if plan.mode == "warm" else "a cold boot under TCG takes ~30-60 s"
+        with status(f"starting {vm.name} under {chosen.upper()} ({how})"):
             vm.start()
         try:
             yield vm

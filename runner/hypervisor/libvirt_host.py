@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from pathlib import Path
 
 import libvirt
 
@@ -60,6 +61,27 @@ class LibvirtHost:
             return self.conn.createXML(domain_xml, 0)
         except libvirt.libvirtError as exc:
             raise InfraError(f"libvirt could not start the domain: {exc.get_error_message()}") from exc
+
+    def restore(self, ram: Path, domain_xml: str) -> libvirt.virDomain:
+        """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved;
+        disk, ports and file paths may differ), running."""
+        name = ET.fromstring(domain_xml).findtext("name")
+        try:
+            self.conn.restoreFlags(str(ram), domain_xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+        except libvirt.libvirtError as exc:
+            raise InfraError(f"libvirt could not restore {ram} into {name}: {exc.get_error_message()}",
+                             fix="re-warm the slot: cu-run image warm IMAGE --force") from exc
+        dom = self.lookup(name)
+        if dom is None:
+            raise InfraError(f"libvirt restored {ram} but domain {name} is not there")
+        return dom
+
+    def save(self, dom: libvirt.virDomain, ram: Path) -> None:
+        """Saves DOMAIN's RAM and device state to RAM; the domain stops (and, if transient, is gone)."""
+        try:
+            dom.saveFlags(str(ram), None, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+        except libvirt.libvirtError as exc:
+            raise InfraError(f"libvirt could not save {dom.name()} to {ram}: {exc.get_error_message()}") from exc
 
     def lookup(self, name: str) -> libvirt.virDomain | None:
         try:

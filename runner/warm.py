@@ -1,0 +1,342 @@
+"""Warm start: per-slot saved RAM states that an episode restores in seconds instead of booting.
+
+libvirt restores a saved state only into a domain with the name and UUID it was saved
+under, so warm states belong to fixed slots (``cu-warm-<image>-<slot>``). Each slot
+boots once from its own overlay of the golden disk, is saved, and that overlay is
+frozen; an episode on the slot gets a fresh overlay on the frozen one and restores the
+RAM state with the disk path (and ports, serial log, metadata) changed.
+
+Layout, beside the image it belongs to:
+
+    <image folder>/warm/slot-<i>/base.qcow2   the slot's overlay at save time, read-only
+    <image folder>/warm/slot-<i>/ram.save     libvirt's saved RAM and device state
+    <image folder>/warm/slot-<i>/warm.json    WarmState: what the state depends on; written
+                                              last, so a folder without it is incomplete
+    <image folder>/warm/slot-<i>.lock         held while the slot's domain runs (an episode,
+                                              or the warming itself)
+
+A state is used only when everything it depends on is unchanged (golden disk, kernel
+and initrd, QEMU and libvirt versions, the device XML, the accelerator): restoring a
+state into anything else is undefined, so a stale one is refused, never tried.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Literal
+
+from pydantic import ValidationError
+
+from runner.catalog import Frozen, Image, sha256_file
+from runner.errors import InfraError, UsageError
+from runner.guest.agent import GuestAgent
+from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.owner import Owner, me
+
+WARM_DIR = "warm"
+STATE_FILE = "warm.json"
+BASE_DISK = "base.qcow2"
+RAM_FILE = "ram.save"
+OWNER_FILE = "owner.json"
+StartMode = Literal["warm", "cold", "auto"]
+START_MODES = ("warm", "cold", "auto")
+
+
+class WarmDeps(Frozen):
+    """What a saved state is only valid with. Any difference makes it stale."""
+
+    golden_sha256: str
+    kernel_sha256: str | None
+    initrd_sha256: str | None
+    qemu: str
+    libvirt: str
+    accel: str
+    device_xml_sha256: str
+    memory_mib: int
+
+
+class WarmState(Frozen):
+    image: str
+    slot: int
+    deps: WarmDeps
+    created_at: datetime
+    warm_seconds: float
+    ram_bytes: int
+    base_bytes: int
+
+
+def warm_identity(image_name: str, slot: int) -> SlotIdentity:
+    return SlotIdentity(f"warm-{image_name}", slot)
+
+
+def warm_root(image: Image) -> Path:
+    return image.folder / WARM_DIR
+
+
+def slot_folder(image: Image, slot: int) -> Path:
+    return warm_root(image) / f"slot-{slot}"
+
+
+@dataclass(frozen=True)
+class WarmSlot:
+    """A complete warm state on disk."""
+
+    folder: Path
+    state: WarmState
+
+    @property
+    def base(self) -> Path:
+        return self.folder / BASE_DISK
+
+    @property
+    def ram(self) -> Path:
+        return self.folder / RAM_FILE
+
+    @property
+    def bytes(self) -> int:
+        return self.state.ram_bytes + self.state.base_bytes
+
+
+def slot_lock(image: Image, slot: int) -> SlotLock:
+    warm_root(image).mkdir(parents=True, exist_ok=True)
+    return SlotLock(warm_root(image) / f"slot-{slot}.lock", f"{image.name}-{slot}")
+
+
+def load_slot(image: Image, slot: int) -> WarmSlot | None:
+    """The slot's warm state, or None when there is no complete one."""
+    folder = slot_folder(image, slot)
+    try:
+        state = WarmState.model_validate_json((folder / STATE_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:
+        raise UsageError(f"warm state {folder / STATE_FILE} is unreadable: {exc}",
+                         fix=f"re-warm it: cu-run image warm {image.name} --force") from exc
+    if not (folder / BASE_DISK).is_file() or not (folder / RAM_FILE).is_file():
+        return None
+    return WarmSlot(folder, state)
+
+
+def list_slots(image: Image) -> list[WarmSlot]:
+    root = warm_root(image)
+    if not root.is_dir():
+        return []
+    slots = []
+    for folder in sorted(root.glob("slot-*")):
+        index = folder.name.removeprefix("slot-")
+        if index.isdigit() and (found := load_slot(image, int(index))) is not None:
+            slots.append(found)
+    return sorted(slots, key=lambda s: s.state.slot)
+
+
+def stale_reasons(saved: WarmDeps, current: WarmDeps) -> list[str]:
+    """What changed since the state was saved, one phrase per difference; [] means usable."""
+    labels = {
+        "golden_sha256": "the golden disk changed",
+        "kernel_sha256": "the kernel changed",
+        "initrd_sha256": "the initrd changed",
+        "qemu": "QEMU's version changed",
+        "libvirt": "libvirt's version changed",
+        "accel": "the accelerator changed",
+        "device_xml_sha256": "the domain's device XML changed",
+        "memory_mib": "the guest memory size changed",
+    }
+    reasons = []
+    for name, label in labels.items():
+        before, now = getattr(saved, name), getattr(current, name)
+        if before != now:
+            reasons.append(f"{label} ({_short(before)} -> {_short(now)})")
+    return reasons
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text[:12] + "..." if len(text) > 16 else text
+
+
+def current_deps(host: LibvirtHost, image: Image, accel: Accel, device_xml: str) -> WarmDeps:
+    boot = image.manifest.boot
+    versions = host.versions()
+    return WarmDeps(
+        golden_sha256=image.manifest.disk_sha256,
+        kernel_sha256=sha256_file(image.path(boot.kernel)) if boot else None,
+        initrd_sha256=sha256_file(image.path(boot.initrd)) if boot else None,
+        qemu=versions["hypervisor"],
+        libvirt=versions["libvirt"],
+        accel=accel,
+        device_xml_sha256=hashlib.sha256(device_xml.encode()).hexdigest(),
+        memory_mib=image.manifest.memory_mib,
+    )
+
+
+def device_xml(image: Image, accel: Accel, libvirt_uri: str) -> str:
+    """The domain XML of a warm slot with every per-episode value (paths, ports, owner) fixed:
+    what is left is the machine a saved state must be restored into."""
+    from runner.episode import episode_domain_spec  # episode imports this module
+
+    spec = episode_domain_spec(image, warm_identity(image.name, 0), Path("/warm-episode"), accel, ssh_port=1,
+                               owner=Owner(0, 0), libvirt_uri=libvirt_uri, run_id="warm")
+    return build_domain_xml(spec)
+
+
+# -- choosing warm or cold
+
+@dataclass(frozen=True)
+class StartPlan:
+    mode: Literal["warm", "cold"]
+    slots: dict[int, WarmSlot]  # pool slot -> its warm state (empty when cold)
+    notice: str | None = None  # why auto chose cold
+
+
+def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str,
+               vm_pool: int) -> StartPlan:
+    """warm: every slot needs a valid state, else UsageError naming what is wrong.
+    auto: warm when that holds, else cold with a one-line notice. cold: cold."""
+    if requested not in START_MODES:
+        raise UsageError(f"--start must be one of {', '.join(START_MODES)}, not {requested!r}")
+    if requested == "cold":
+        return StartPlan("cold", {})
+    current = current_deps(host, image, accel, device_xml(image, accel, libvirt_uri))
+    slots: dict[int, WarmSlot] = {}
+    problems: list[str] = []
+    for slot in range(vm_pool):
+        found = load_slot(image, slot)
+        if found is None:
+            problems.append(f"slot {slot} has no warm state")
+            continue
+        reasons = stale_reasons(found.state.deps, current)
+        if reasons:
+            problems.append(f"slot {slot}'s warm state is stale: {'; '.join(reasons)}")
+            continue
+        slots[slot] = found
+    if not problems:
+        return StartPlan("warm", slots)
+    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if any("stale" in p for p in problems) else "")
+    if requested == "warm":
+        raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
+    return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
+                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
+
+
+# -- holding a slot
+
+class SlotLock:
+    """An exclusive hold on one warm slot: its domain name can run only once at a time."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path = path
+        self.name = name
+        self._handle: IO | None = None
+
+    def acquire(self, timeout: float) -> None:
+        self._handle = self.path.open("a")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self.release()
+                    raise InfraError(f"warm slot {self.name} is in use by another run",
+                                     fix="use another --vm-pool size, wait, or start cold (--start cold)") from None
+                time.sleep(0.5)
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the descriptor drops the flock
+            self._handle = None
+
+
+# -- making warm states
+
+Progress = Callable[[str], None]
+
+
+def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
+               progress: Progress = print) -> list[WarmSlot]:
+    """Makes a valid warm state for slots 0..SLOTS-1, keeping the ones that already are.
+
+    Each slot is built in a scratch folder and renamed into place only when complete, so an
+    interrupted warm leaves every finished slot usable and nothing half-made in its place.
+    """
+    from runner.episode import EpisodeOptions, EpisodeVM
+
+    if slots < 1:
+        raise UsageError("--slots must be at least 1")
+    image.verify_disk()
+    current = current_deps(host, image, accel, device_xml(image, accel, settings.libvirt_uri))
+    done = []
+    for slot in range(slots):
+        found = load_slot(image, slot)
+        if found is not None and not force and not stale_reasons(found.state.deps, current):
+            progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
+            done.append(found)
+            continue
+        final = slot_folder(image, slot)
+        scratch = final.with_name(f"{final.name}.partial-{os.getpid()}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        lock = slot_lock(image, slot)
+        try:
+            lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
+            owner = me()
+            (scratch / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+            started = time.monotonic()
+            progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
+            vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
+                           identity=warm_identity(image.name, slot))
+            with vm:
+                if image.manifest.guest_agent:
+                    GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
+                progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
+                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK)
+            (scratch / BASE_DISK).chmod(0o444)
+            (scratch / RAM_FILE).chmod(0o444)
+            state = WarmState(image=image.name, slot=slot, deps=current, created_at=datetime.now(UTC),
+                              warm_seconds=round(time.monotonic() - started, 1),
+                              ram_bytes=(scratch / RAM_FILE).stat().st_size,
+                              base_bytes=(scratch / BASE_DISK).stat().st_size)
+            (scratch / OWNER_FILE).unlink()
+            (scratch / STATE_FILE).write_text(state.model_dump_json(indent=2) + "\n")
+            if final.exists():
+                shutil.rmtree(final)
+            scratch.rename(final)
+            progress(f"slot {slot}: warm in {state.warm_seconds:.0f} s, RAM state {state.ram_bytes / 2**20:.0f} MiB")
+            done.append(WarmSlot(final, state))
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        finally:
+            lock.release()
+    return done
+
+
+def remove_warm(image: Image) -> list[str]:
+    """Deletes every warm state of IMAGE; returns what was removed."""
+    root = warm_root(image)
+    if not root.is_dir():
+        return []
+    removed = []
+    for slot in sorted(root.glob("slot-*")):
+        if slot.is_dir():
+            lock = SlotLock(slot.with_name(slot.name + ".lock"), slot.name) if not slot.name.count(".") else None
+            if lock is not None:
+                lock.acquire(timeout=60)  # never pull a state from under a running episode
+            try:
+                shutil.rmtree(slot)
+                removed.append(str(slot))
+            finally:
+                if lock is not None:
+                    lock.release()
+    return removed

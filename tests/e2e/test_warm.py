@@ -1,0 +1,109 @@
+"""Warm start on real VMs: states made by `image warm`, restored into fresh overlays, refused when stale."""
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from vmtools import cu_run, leftovers
+
+from runner.catalog import sha256_file
+from runner.episode import EpisodeOptions, EpisodeVM
+from runner.warm import STATE_FILE, list_slots, warm_image
+
+
+@pytest.fixture(scope="module")
+def warm_slots(host, settings, linux_image, accel):
+    """Two warm slots of linux-test, made by the project's own code if missing or stale."""
+    return warm_image(host, settings, linux_image, 2, accel, progress=lambda _line: None)
+
+
+def test_image_list_shows_the_warm_states(warm_slots):
+    listed = cu_run("image", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (image,) = [i for i in json.loads(listed.stdout) if i["name"] == "linux-test"]
+    assert [w["slot"] for w in image["warm"]][:2] == [0, 1]
+    assert all(w["bytes"] > 50 * 2**20 for w in image["warm"])  # a desktop's RAM is in there
+
+
+def test_two_warm_episodes_at_once_each_have_their_own_disk(host, settings, linux_image, accel, warm_slots):
+    bases = {s.state.slot: sha256_file(s.base) for s in warm_slots}
+    with contextlib.ExitStack() as stack:
+        vms = [stack.enter_context(EpisodeVM(host, linux_image, settings, run_id="warmtest", slot=s.state.slot,
+                                             options=EpisodeOptions(accel=accel), warm=s))
+               for s in warm_slots]
+        assert [vm.name for vm in vms] == ["cu-warm-linux-test-0", "cu-warm-linux-test-1"]
+        assert all(host.is_running(vm.name) for vm in vms)
+        for vm in vms:
+            assert "restore" in vm.timings.phases and "desktop_ready" in vm.timings.phases
+            guest_now = float(vm.shell.run("date +%s.%N", timeout=10).stdout)
+            assert abs(guest_now - time.time()) < 10, "the restored guest's clock was not set"
+        vms[0].shell.run("echo only-in-zero > /home/cu/warm-marker.txt && sync", timeout=10)
+        assert vms[0].shell.run("cat /home/cu/warm-marker.txt", timeout=10).stdout == "only-in-zero\n"
+        assert vms[1].shell.run("test -e /home/cu/warm-marker.txt", timeout=10).exit_code == 1
+        # The desktop a restore brings back is live: the terminal takes typed input.
+        assert vms[1].shell.run("DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$'",
+                                timeout=10).exit_code == 0
+    assert all(host.lookup(vm.name) is None for vm in vms)
+    assert {s.state.slot: sha256_file(s.base) for s in warm_slots} == bases, "a frozen slot disk was written"
+    assert leftovers(host, settings) == []
+
+
+def test_validate_with_warm_start_passes_as_the_cold_run_does(warm_slots, tmp_path):
+    result = cu_run("validate", "--suite", "linux-core", "--start", "warm", "--vm-pool", "2",
+                    "--out", str(tmp_path / "validate"), timeout=1800)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = json.loads((tmp_path / "validate" / "oracle" / "run.json").read_text())
+    assert run["start"]["used"] == "warm"
+    lines = [json.loads(l) for l in (tmp_path / "validate" / "oracle" / "results.jsonl").read_text().splitlines()]
+    assert {l["outcome"] for l in lines} == {"pass"} and len(lines) == 8
+    assert all("restore" in l["phases"] and "domain_start" not in l["phases"] for l in lines)
+
+
+def stale_catalog(tmp_path, linux_image, warm_slots):
+    """A catalog beside the real one whose linux-test has one warm slot with a changed golden sha256
+    recorded (files linked, not copied)."""
+    home = tmp_path / "home"
+    folder = home / "images" / "linux-test"
+    folder.mkdir(parents=True)
+    for entry in linux_image.folder.iterdir():
+        if entry.name != "warm":
+            (folder / entry.name).symlink_to(entry)
+    slot = folder / "warm" / "slot-0"
+    slot.mkdir(parents=True)
+    for name in ("base.qcow2", "ram.save"):
+        (slot / name).symlink_to(warm_slots[0].folder / name)
+    state = json.loads((warm_slots[0].folder / STATE_FILE).read_text())
+    state["deps"]["golden_sha256"] = "0" * 64
+    (slot / STATE_FILE).write_text(json.dumps(state))
+    return home
+
+
+def test_a_stale_warm_state_is_refused_and_auto_boots_cold(tmp_path, linux_image, warm_slots, host, settings):
+    home = stale_catalog(tmp_path, linux_image, warm_slots)
+    env = {**os.environ, "CU_RUN_HOME": str(home), "COLUMNS": "400"}
+    refused = subprocess.run([sys.executable, "-m", "runner", "vm", "up", "--start", "warm", "--accel", "tcg"],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 1
+    assert "slot 0's warm state is stale: the golden disk changed" in refused.stderr, refused.stderr
+    assert "--force" in refused.stderr
+
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "vm", "up", "--start", "auto", "--accel", "tcg",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 300)
+        assert ready, "vm up printed nothing"
+        endpoints = json.loads(proc.stdout.readline())
+        assert not endpoints["domain"].startswith("cu-warm-"), "a stale state was restored"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert "starting cold: slot 0's warm state is stale: the golden disk changed" in stderr, stderr
+    assert host.lookup(endpoints["domain"]) is None
+    shutil.rmtree(home)

@@ -1,0 +1,152 @@
+"""Warm states: what makes one stale, how --start chooses, and the slot lock.
+
+The host is a stand-in that reports versions (FakeHost); the image is a real catalog
+folder with a real manifest, kernel and initrd files.
+"""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from runner.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
+from runner.errors import InfraError, UsageError
+from runner.warm import (
+    STATE_FILE,
+    SlotLock,
+    WarmState,
+    current_deps,
+    device_xml,
+    list_slots,
+    plan_start,
+    slot_folder,
+    stale_reasons,
+)
+
+URI = "qemu:///system"
+
+
+class FakeHost:
+    """Stands in for LibvirtHost: only the versions warm states depend on."""
+
+    def __init__(self, qemu="7.2.0", libvirt="9.0.0"):
+        self._versions = {"hypervisor": qemu, "libvirt": libvirt}
+
+    def versions(self):
+        return dict(self._versions)
+
+
+def make_image(root):
+    folder = root / "linux-test"
+    folder.mkdir(parents=True)
+    for name, data in (("disk.qcow2", b"golden"), ("vmlinuz", b"kernel"), ("initrd.img", b"initrd")):
+        (folder / name).write_bytes(data)
+    manifest = ImageManifest(
+        name="linux-test", profile="linux", disk="disk.qcow2", disk_sha256=sha256_file(folder / "disk.qcow2"),
+        disk_bytes=6, boot=DirectBoot(kernel="vmlinuz", initrd="initrd.img", cmdline="root=/dev/vda"),
+        screen=ScreenSize(width=1280, height=800), credentials=Credentials(user="cu", password="cu"),
+        ssh=SshAccess(user="cu", private_key="keys/client_key", host_key="ssh-ed25519 AAAA"),
+        built_at=datetime.now(UTC), build_seconds=1.0, builder="test",
+    )
+    (folder / "manifest.json").write_text(json.dumps(manifest.model_dump(mode="json")))
+    return Catalog(root).get("linux-test")
+
+
+def write_slot(image, slot, deps):
+    folder = slot_folder(image, slot)
+    folder.mkdir(parents=True)
+    (folder / "base.qcow2").write_bytes(b"base")
+    (folder / "ram.save").write_bytes(b"ram")
+    state = WarmState(image=image.name, slot=slot, deps=deps, created_at=datetime.now(UTC), warm_seconds=40.0,
+                      ram_bytes=3, base_bytes=4)
+    (folder / STATE_FILE).write_text(state.model_dump_json())
+    return folder
+
+
+@pytest.fixture
+def image(tmp_path):
+    return make_image(tmp_path / "images")
+
+
+def deps_now(image, host=None, accel="tcg"):
+    return current_deps(host or FakeHost(), image, accel, device_xml(image, accel, URI))
+
+
+def test_identical_deps_are_current_and_each_change_is_named(image):
+    now = deps_now(image)
+    assert stale_reasons(now, now) == []
+    cases = {
+        "golden_sha256": ("0" * 64, "golden disk changed"),
+        "qemu": ("8.0.0", "QEMU's version changed"),
+        "libvirt": ("10.0.0", "libvirt's version changed"),
+        "device_xml_sha256": ("f" * 64, "device XML changed"),
+        "accel": ("kvm", "accelerator changed"),
+        "kernel_sha256": ("1" * 64, "kernel changed"),
+    }
+    for field, (value, phrase) in cases.items():
+        (reason,) = stale_reasons(now.model_copy(update={field: value}), now)
+        assert phrase in reason, (field, reason)
+
+
+def test_device_xml_has_no_per_episode_values_but_follows_the_machine(image):
+    xml = device_xml(image, "tcg", URI)
+    assert xml == device_xml(image, "tcg", URI)
+    assert "cu-warm-linux-test-0" in xml and "/warm-episode/overlay.qcow2" in xml
+    assert xml != device_xml(image, "kvm", URI)
+    assert deps_now(image).device_xml_sha256 != deps_now(image, accel="kvm").device_xml_sha256
+
+
+def test_valid_states_for_every_slot_start_warm(image):
+    write_slot(image, 0, deps_now(image))
+    write_slot(image, 1, deps_now(image))
+    plan = plan_start("auto", FakeHost(), image, "tcg", URI, vm_pool=2)
+    assert plan.mode == "warm" and sorted(plan.slots) == [0, 1] and plan.notice is None
+    assert [s.state.slot for s in list_slots(image)] == [0, 1]
+
+
+def test_a_missing_slot_refuses_warm_and_auto_says_why_it_boots_cold(image):
+    write_slot(image, 0, deps_now(image))
+    with pytest.raises(UsageError, match="slot 1 has no warm state") as refused:
+        plan_start("warm", FakeHost(), image, "tcg", URI, vm_pool=2)
+    assert "cu-run image warm linux-test --slots 2" in str(refused.value)
+    plan = plan_start("auto", FakeHost(), image, "tcg", URI, vm_pool=2)
+    assert plan.mode == "cold" and plan.slots == {}
+    assert "slot 1 has no warm state" in plan.notice and "\n" not in plan.notice
+
+
+def test_a_stale_state_is_refused_never_restored(image):
+    folder = write_slot(image, 0, deps_now(image))
+    state = json.loads((folder / STATE_FILE).read_text())
+    state["deps"]["golden_sha256"] = "0" * 64
+    (folder / STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(UsageError, match="stale: the golden disk changed") as refused:
+        plan_start("warm", FakeHost(), image, "tcg", URI, vm_pool=1)
+    assert "--force" in str(refused.value)
+    plan = plan_start("auto", FakeHost(), image, "tcg", URI, vm_pool=1)
+    assert plan.mode == "cold" and "golden disk changed" in plan.notice
+    newer_qemu = plan_start("auto", FakeHost(qemu="8.2.0"), image, "tcg", URI, vm_pool=1)
+    assert "QEMU's version changed" in newer_qemu.notice
+
+
+def test_cold_needs_nothing_and_unknown_modes_are_refused(image):
+    assert plan_start("cold", FakeHost(), image, "tcg", URI, vm_pool=4).mode == "cold"
+    with pytest.raises(UsageError, match="--start"):
+        plan_start("lukewarm", FakeHost(), image, "tcg", URI, vm_pool=1)
+
+
+def test_an_incomplete_slot_is_not_a_warm_state(image):
+    folder = write_slot(image, 0, deps_now(image))
+    (folder / "ram.save").unlink()
+    assert list_slots(image) == []
+    assert plan_start("auto", FakeHost(), image, "tcg", URI, vm_pool=1).mode == "cold"
+
+
+def test_a_slot_is_held_by_one_episode_at_a_time(tmp_path):
+    first = SlotLock(tmp_path / "slot-0.lock", "linux-test-0")
+    second = SlotLock(tmp_path / "slot-0.lock", "linux-test-0")
+    first.acquire(timeout=1)
+    with pytest.raises(InfraError, match="in use by another run"):
+        second.acquire(timeout=0.6)
+    first.release()
+    second.acquire(timeout=1)
+    second.release()
