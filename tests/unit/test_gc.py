@@ -80,3 +80,22 @@ def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
     collect_garbage(host, settings)
     assert precious.exists()
     assert not host.is_running("cu-evil-0")
+
+
+def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, tmp_path):
+    from test_warm import FakeHost, make_image, write_slot
+
+    from runner.warm import current_deps, device_xml
+
+    settings = Settings.resolve(cache_dir=tmp_path)
+    image = make_image(settings.images_dir)
+    complete = write_slot(image, 0, current_deps(FakeHost(), image, "tcg", device_xml(image, "tcg", "qemu:///system")))
+    dead = complete.with_name("slot-1.partial-999")
+    alive = complete.with_name("slot-2.partial-1")
+    for folder, owner in ((dead, DEAD), (alive, me())):
+        folder.mkdir()
+        (folder / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+    report = collect_garbage(host, settings)
+    assert not dead.exists() and alive.exists() and complete.exists()
+    assert any("unfinished warm state" in r and "slot-1.partial" in r for r in report.removed)
+    assert any(str(complete) in k for k in report.kept)
