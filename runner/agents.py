@@ -92,17 +92,22 @@ class ScriptedAgent(Agent):
     name = "scripted"
     needs_mcp = True
 
+    def __init__(self, script: str = UI_ORACLE) -> None:
+        # Another script than the solution (--agent-script) plays a misbehaving agent: one that
+        # also breaks something, or obeys a planted instruction, to prove the checks catch it.
+        self.script = script
+
     def preflight(self, tasks: tuple[Task, ...]) -> None:
-        missing = [t.id for t in tasks if not (t.folder / UI_ORACLE).is_file()]
+        missing = [t.id for t in tasks if not (t.folder / self.script).is_file()]
         if missing:
-            raise UsageError(f"the scripted agent needs {UI_ORACLE} in every task; missing in: {', '.join(missing)}",
+            raise UsageError(f"the scripted agent needs {self.script} in every task; missing in: {', '.join(missing)}",
                              fix="pick tasks that have one with --tasks")
         for t in tasks:
-            load_ui_script(t.folder / UI_ORACLE)
+            load_ui_script(t.folder / self.script)
 
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
-        steps = load_ui_script(task.folder / UI_ORACLE)
+        steps = load_ui_script(task.folder / self.script)
         lines: list[str] = []
         try:
             result = anyio.run(self._drive, session, steps, lines, task.spec.timeout_s)
@@ -295,13 +300,16 @@ AGENTS = {"oracle": OracleAgent, "nop": NopAgent, "scripted": ScriptedAgent, "co
           "claude": ClaudeAgent, "codex": CodexAgent}
 
 
-def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50) -> Agent:
+def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50,
+               script: str = UI_ORACLE) -> Agent:
     if name not in AGENTS:
         raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(AGENTS)}")
     if name == "command":
         agent: Agent = CommandAgent(command)
     elif name in ("claude", "codex"):
         agent = AGENTS[name](max_turns)
+    elif name == "scripted":
+        agent = ScriptedAgent(script)
     else:
         agent = AGENTS[name]()
     agent.preflight(tasks)

@@ -295,14 +295,16 @@ ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image 
 
 
 def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto",
-             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50, start="auto"):
+             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50, start="auto", gate="all",
+             agent_script="ui_oracle.yaml"):
     from runner.run import RunRequest
 
     ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
                       resume=resume, fail_under=fail_under, image=image, accel=accel, tools=toolsets,
-                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start)
+                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
+                      agent_script=agent_script)
 
 
 @app.command()
@@ -320,6 +322,8 @@ def run(
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="tool calls per episode; then timeout")] = None,
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
+    agent_script: Annotated[str, typer.Option("--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
+    gate: Annotated[str, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = "all",
     accel: AccelOpt = "auto",
     start: StartOpt = "auto",
     cache_dir: CacheDir = None,
@@ -330,7 +334,7 @@ def run(
 
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
                        _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel,
-                                tools, max_steps, agent_cmd, max_turns, start), err)
+                                tools, max_steps, agent_cmd, max_turns, start, gate, agent_script), err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -355,6 +359,45 @@ def validate(
                                      _request(suite, "oracle", tasks, vm_pool, trials, out, image=image, accel=accel,
                                               start=start), err)
     raise typer.Exit(code)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]) -> None:
+    """Regenerate DIR/report.html and DIR/junit.xml from the run's results and episode folders."""
+    from runner.report import write_reports
+
+    html_path, junit_path = write_reports(run_dir)
+    con.print(f"{html_path}\n{junit_path}")
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="the baseline run folder")],
+    run_b: Annotated[Path, typer.Argument(help="the run to compare with it")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+) -> None:
+    """Per task and overall: the change in success from A to B, and whether it is beyond noise."""
+    from runner.compare import compare_runs
+
+    result = compare_runs(run_a, run_b)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+
+    def side(s: dict | None) -> str:
+        return "-" if s is None or s["rate"] is None else f"{s['passes']}/{s['scored']} ({s['rate']:.2f})"
+
+    table = Table("task", "A", "B", "change", "p (Fisher)", "beyond noise")
+    for row in result["tasks"]:
+        delta = "-" if row["delta"] is None else f"{row['delta']:+.2f}"
+        p = "-" if row["p_value"] is None else f"{row['p_value']:.3f}"
+        table.add_row(row["task"], side(row["a"]), side(row["b"]), delta, p,
+                      "[bold]yes[/]" if row["beyond_noise"] else "no")
+    o = result["overall"]
+    table.add_row("overall", side(o["a"]), side(o["b"]), f"{o['mean_task_delta']:+.2f} (mean per task)",
+                  f"95% CI [{o['ci95'][0]:+.2f}, {o['ci95'][1]:+.2f}]", "[bold]yes[/]" if o["beyond_noise"] else "no")
+    con.print(table)
+    con.print("per task: Fisher's exact test (p < 0.05); overall: paired bootstrap over tasks (interval leaves out 0)")
 
 
 @tasks_app.command("list")

@@ -1,9 +1,10 @@
 """Runs a suite's (task, trial) episodes over a pool of VM slots and records what happened.
 
 Each slot is a worker thread with its own VM at a time (domain cu-<run>-<slot>). An
-episode: overlay -> start -> ready -> setup -> initial screenshot -> agent -> final
-screenshot -> verify -> artifacts -> teardown, the teardown on every path. Broken
-infrastructure is retried on a fresh VM and never scored as the agent's failure.
+episode: overlay -> start -> ready -> setup -> write-set listing -> initial screenshot ->
+agent -> final screenshot -> write-set listing -> verify -> checkpoints -> safety checks ->
+artifacts -> teardown, the teardown on every path. Broken infrastructure is retried on a
+fresh VM and never scored as the agent's failure.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp_server import DEFAULT_TOOLSETS
 from runner.results import EpisodeRecord, ResultLog
+from runner.safety import Violation, check_trajectory, read_trajectory
 from runner.task_scripts import run_task_script
-from runner.tasks import Task
+from runner.tasks import SafetyRule, Task
 from runner.verdict import Verdict, parse_verdict
 from runner.warm import WarmSlot
+from runner.writeset import DEFAULT_IGNORE, DEFAULT_WATCH, Change, Manifest, diff, expand, take_manifest, unexpected
 
 INFRA_RETRIES = 2
 STOP_GRACE_S = 120.0
@@ -59,6 +62,20 @@ class PoolConfig:
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS  # what an MCP-driven agent may use
     max_steps: int | None = None
     warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
+    suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
+
+
+@dataclass
+class Scored:
+    """What one episode came to, beyond its outcome."""
+
+    outcome: str
+    reason: str
+    agent: AgentResult
+    verifier: dict
+    checkpoints: dict[str, bool] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    changed: list[Change] = field(default_factory=list)
 
 
 class Harness:
@@ -157,21 +174,23 @@ class Harness:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
                 phases.update(vm.timings.phases)
-                outcome, reason, agent_result, verdict_log = self._act_and_verify(vm, slot, task, trial, ep_dir, phases)
+                scored = self._act_and_verify(vm, slot, task, trial, ep_dir, phases)
                 self._set(slot, task, trial, "teardown")
                 t = time.monotonic()
             phases["teardown"] = round(time.monotonic() - t, 3)
         finally:
             self._active.pop(slot, None)
-        record = EpisodeRecord(task.id, trial, outcome, reason, round(time.monotonic() - t0, 2), slot, attempt,
-                               started.isoformat(), datetime.now(UTC).isoformat(), phases)
+        record = EpisodeRecord(task.id, trial, scored.outcome, scored.reason, round(time.monotonic() - t0, 2), slot,
+                               attempt, started.isoformat(), datetime.now(UTC).isoformat(), phases,
+                               checkpoints=scored.checkpoints, violations=[v.as_dict() for v in scored.violations],
+                               changed=[str(c) for c in scored.changed])
         (ep_dir / "episode.json").write_text(json.dumps(
-            {**asdict(record), "agent": self.agent.name, "agent_ended": agent_result.ended,
-             "agent_reason": agent_result.reason, "verifier": verdict_log, "domain": vm.name}, indent=2) + "\n")
+            {**asdict(record), "agent": self.agent.name, "agent_ended": scored.agent.ended,
+             "agent_reason": scored.agent.reason, "verifier": scored.verifier, "domain": vm.name}, indent=2) + "\n")
         return record
 
     def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
-                        phases: dict[str, float]) -> tuple[str, str, AgentResult, dict]:
+                        phases: dict[str, float]) -> Scored:
         self._set(slot, task, trial, "setup")
         t = time.monotonic()
         try:
@@ -183,6 +202,8 @@ class Harness:
             (ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
             if setup.exit_code != 0:
                 raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
+        watch = self._watched(task)
+        before = self._listing(vm, task, watch, phases, "write_set_before")
         (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
 
         self._set(slot, task, trial, f"agent {self.agent.name}")
@@ -191,27 +212,95 @@ class Harness:
         phases["agent"] = round(time.monotonic() - t, 3)
         vm.check_alive()
         (ep_dir / "final.png").write_bytes(vm.display.screenshot())
+        after = self._listing(vm, task, watch, phases, "write_set_after")
+        changed = self._unexpected_changes(task, before, after, ep_dir)
 
         self._set(slot, task, trial, "verify")
         t = time.monotonic()
-        try:
-            verify = run_task_script(vm.shell, task, "verify")
-            assert verify is not None
-            (ep_dir / "verify.log").write_text(_log_text(verify.exit_code, verify.stdout, verify.stderr))
-            verdict = parse_verdict(verify.stdout, verify.exit_code)
-            verdict_log = {"exit_code": verify.exit_code, "verdict": verdict.kind, "reason": verdict.reason}
-        except CommandTimeout as exc:
-            (ep_dir / "verify.log").write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
-            verdict = Verdict("error", f"the verifier timed out: {exc.message}")
-            verdict_log = {"exit_code": None, "verdict": "error", "reason": verdict.reason}
+        verdict, verdict_log = self._verdict(vm, task, "verify", ep_dir / "verify.log")
         phases["verify"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        checkpoints = {name: self._verdict(vm, task, f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind == "pass"
+                       for name in task.spec.checkpoints}
+        violations = self._violations(vm, task, ep_dir)
+        phases["checks"] = round(time.monotonic() - t, 3)
+        if checkpoints:
+            (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
 
+        scored = Scored("", "", agent_result, verdict_log, checkpoints, violations, changed)
         if agent_result.ended == "timeout":
-            return "timeout", agent_result.reason, agent_result, verdict_log
-        if agent_result.ended == "error":
-            return "agent_error", agent_result.reason, agent_result, verdict_log
-        outcome = {"pass": "pass", "fail": "fail", "error": "verifier_error"}[verdict.kind]
-        return outcome, verdict.reason, agent_result, verdict_log
+            scored.outcome, scored.reason = "timeout", agent_result.reason
+        elif agent_result.ended == "error":
+            scored.outcome, scored.reason = "agent_error", agent_result.reason
+        else:
+            scored.outcome = {"pass": "pass", "fail": "fail", "error": "verifier_error"}[verdict.kind]
+            scored.reason = verdict.reason
+            if scored.outcome == "pass" and changed:
+                shown = ", ".join(str(c) for c in changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+                scored.outcome, scored.reason = "fail", f"changed outside the allowed paths: {shown}"
+        return scored
+
+    def _verdict(self, vm: EpisodeVM, task: Task, kind: str, log: Path) -> tuple[Verdict, dict]:
+        """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check)."""
+        try:
+            result = run_task_script(vm.shell, task, kind)
+            assert result is not None
+            log.write_text(_log_text(result.exit_code, result.stdout, result.stderr))
+            verdict = parse_verdict(result.stdout, result.exit_code)
+            return verdict, {"exit_code": result.exit_code, "verdict": verdict.kind, "reason": verdict.reason}
+        except CommandTimeout as exc:
+            log.write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
+            verdict = Verdict("error", f"{kind} timed out: {exc.message}")
+            return verdict, {"exit_code": None, "verdict": "error", "reason": verdict.reason}
+
+    # -- the write set
+
+    def _watched(self, task: Task) -> tuple[str, ...]:
+        spec = task.spec.write_set
+        if not spec.enabled:
+            return ()
+        home = self._home()
+        return tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else DEFAULT_WATCH[task.spec.profile]))
+
+    def _home(self) -> str:
+        user = self.pool.image.manifest.credentials.user
+        return f"/home/{user}" if self.pool.image.manifest.profile == "linux" else f"C:\\Users\\{user}"
+
+    def _listing(self, vm: EpisodeVM, task: Task, watch: tuple[str, ...], phases: dict[str, float],
+                 phase: str) -> Manifest | None:
+        if not watch:
+            return None
+        t = time.monotonic()
+        listing = take_manifest(vm.shell, task.spec.profile, watch)
+        phases[phase] = round(time.monotonic() - t, 3)
+        return listing
+
+    def _unexpected_changes(self, task: Task, before: Manifest | None, after: Manifest | None,
+                            ep_dir: Path) -> list[Change]:
+        if before is None or after is None:
+            return []
+        home, spec, profile = self._home(), task.spec.write_set, task.spec.profile
+        changes = diff(before, after)
+        allow = tuple(expand(p, home) for p in spec.allow)
+        ignore = tuple(expand(p, home) for p in DEFAULT_IGNORE[profile] + spec.ignore)
+        bad = unexpected(changes, allow, ignore, windows=profile == "windows")
+        (ep_dir / "write-set.json").write_text(json.dumps(
+            {"watched": list(self._watched(task)), "allowed": list(allow), "changes": [str(c) for c in changes],
+             "unexpected": [str(c) for c in bad]}, indent=2) + "\n")
+        return bad
+
+    # -- safety
+
+    def _violations(self, vm: EpisodeVM, task: Task, ep_dir: Path) -> list[Violation]:
+        rules = self.pool.suite_rules + task.spec.safety
+        found = check_trajectory(read_trajectory(ep_dir / "trajectory.jsonl"), rules)
+        for name in task.spec.safety_checks:
+            verdict, _log = self._verdict(vm, task, f"safety/{name}", ep_dir / f"safety-{name}.log")
+            if verdict.kind != "pass":
+                found.append(Violation(name, None, verdict.reason or f"safety check {name} did not pass"))
+        if found:
+            (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
+        return found
 
     def _run_agent(self, vm: EpisodeVM, task: Task, ep_dir: Path) -> AgentResult:
         log = ep_dir / "agent.log"

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from runner.stats import is_flaky, wilson
+
 Outcome = Literal["pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error")
 RESULTS = "results.jsonl"
@@ -30,6 +32,9 @@ class EpisodeRecord:
     started_at: str
     ended_at: str
     phases: dict[str, float] = field(default_factory=dict)
+    checkpoints: dict[str, bool] = field(default_factory=dict)  # checkpoint name -> passed
+    violations: list[dict] = field(default_factory=list)  # safety: {rule, step, detail}
+    changed: list[str] = field(default_factory=list)  # write-set changes outside the allowed paths
 
 
 class ResultLog:
@@ -69,17 +74,35 @@ class ResultLog:
 
 
 def summarize(records: list[EpisodeRecord], task_ids: list[str]) -> dict:
-    """Per task and overall: passes over trials, the rate, and every outcome counted."""
+    """Per task and overall: passes over trials with a Wilson 95% interval, checkpoint
+    progress beside it, every outcome counted, safety violations apart, and flaky tasks."""
     per_task = {}
     for task_id in task_ids:
         mine = [r for r in records if r.task_id == task_id]
-        per_task[task_id] = _counts(mine)
-    return {"tasks": per_task, "overall": _counts(records)}
+        counts = _counts(mine)
+        counts["flaky"] = is_flaky(counts["rate"], counts["scored"])
+        per_task[task_id] = counts
+    overall = _counts(records)
+    flaky = [t for t, c in per_task.items() if c["flaky"]]
+    stable = [r for r in records if r.task_id not in flaky]
+    overall["flaky_tasks"] = flaky
+    overall["stable"] = {k: v for k, v in _counts(stable).items() if k in ("scored", "passes", "rate", "wilson95")}
+    return {"tasks": per_task, "overall": overall}
 
 
 def _counts(records: list[EpisodeRecord]) -> dict:
     counts = {o: sum(1 for r in records if r.outcome == o) for o in OUTCOMES}
     # Infra errors are not the agent's: they are left out of the rate's denominator.
-    scored = len(records) - counts["infra_error"]
-    return {"episodes": len(records), "scored": scored, "passes": counts["pass"],
-            "rate": round(counts["pass"] / scored, 4) if scored else None, "outcomes": counts}
+    scored_records = [r for r in records if r.outcome != "infra_error"]
+    scored = len(scored_records)
+    progress = [sum(r.checkpoints.values()) / len(r.checkpoints) for r in scored_records if r.checkpoints]
+    return {
+        "episodes": len(records), "scored": scored, "passes": counts["pass"],
+        "rate": round(counts["pass"] / scored, 4) if scored else None,
+        "wilson95": wilson(counts["pass"], scored),
+        "checkpoint_progress": round(sum(progress) / len(progress), 4) if progress else None,
+        "outcomes": counts,
+        "episodes_with_violations": sum(1 for r in scored_records if r.violations),
+        "violations": sum(len(r.violations) for r in scored_records),
+        "write_set_failures": sum(1 for r in scored_records if r.changed),
+    }

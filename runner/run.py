@@ -25,6 +25,7 @@ from runner.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp_server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.provenance import host_facts, runner_facts
+from runner.report import write_reports
 from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
@@ -52,6 +53,8 @@ class RunRequest:
     agent_cmd: str | None = None
     max_turns: int = 50
     start: str = "auto"
+    gate: str = "all"  # --fail-under over all tasks, or only the stable (non-flaky) ones
+    agent_script: str = "ui_oracle.yaml"  # the scripted agent's script, per task
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,16 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         raise UsageError("--vm-pool and --trials must be at least 1")
     if request.fail_under is not None and not 0 <= request.fail_under <= 1:
         raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
+    if request.gate not in ("all", "stable"):
+        raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
     suite = load_suite(request.suite)
     tasks = suite.select(list(request.tasks))
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
     if request.max_steps is not None and request.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns)
+    agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
+                       script=request.agent_script)
     image = Catalog(settings.images_dir).get(request.image or DEFAULT_IMAGE[profile])
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
@@ -120,7 +126,8 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
                   f"({len(tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
                   f"pool {request.vm_pool}, {accel.upper()}, {plan.mode} start, agent {agent.name}")
     pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
-                      toolsets=request.tools, max_steps=request.max_steps, warm=plan.slots)
+                      toolsets=request.tools, max_steps=request.max_steps, warm=plan.slots,
+                      suite_rules=suite.safety)
     harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
     try:
         if work:
@@ -134,13 +141,18 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         _write_json(out_dir / "summary.json", summary)
         provenance["ended_at"] = datetime.now(UTC).isoformat()
         _write_json(run_json, provenance)
+        write_reports(out_dir)
 
     _print_summary(console, summary)
+    console.print(f"report: {out_dir / 'report.html'}")
     exit_code = 0
+    gated = summary["overall"] if request.gate == "all" else summary["overall"]["stable"]
     if summary["overall"]["outcomes"]["infra_error"]:
         exit_code = EXIT_INFRA
-    elif request.fail_under is not None and (summary["overall"]["rate"] or 0) < request.fail_under:
-        console.print(f"[bold red]success rate {summary['overall']['rate']} is under --fail-under {request.fail_under}[/]")
+    elif request.fail_under is not None and (gated["rate"] or 0) < request.fail_under:
+        which = "success rate" if request.gate == "all" else \
+            f"success rate of the stable tasks (flaky left out: {', '.join(summary['overall']['flaky_tasks']) or 'none'})"
+        console.print(f"[bold red]{which} {gated['rate']} is under --fail-under {request.fail_under}[/]")
         exit_code = EXIT_GATE
     return RunResult(out_dir, summary, records, exit_code)
 
@@ -220,10 +232,14 @@ def _print_record(console: Console, r: EpisodeRecord) -> None:
 
 
 def _print_summary(console: Console, summary: dict) -> None:
-    table = Table("task", "passes/scored", "rate", "timeout", "agent_error", "verifier_error", "infra_error")
+    table = Table("task", "passes/scored", "rate [95% CI]", "checkpoints", "violations", "timeout", "agent_error",
+                  "verifier_error", "infra_error")
     for task_id, c in list(summary["tasks"].items()) + [("overall", summary["overall"])]:
         o = c["outcomes"]
-        rate = "-" if c["rate"] is None else f"{c['rate']:.2f}"
-        table.add_row(task_id, f"{c['passes']}/{c['scored']}", rate, str(o["timeout"]), str(o["agent_error"]),
-                      str(o["verifier_error"]), str(o["infra_error"]))
+        rate = "-" if c["rate"] is None else f"{c['rate']:.2f} [{c['wilson95'][0]:.2f}, {c['wilson95'][1]:.2f}]"
+        if c.get("flaky"):
+            rate += " flaky"
+        progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
+        table.add_row(task_id, f"{c['passes']}/{c['scored']}", rate, progress, str(c["violations"]),
+                      str(o["timeout"]), str(o["agent_error"]), str(o["verifier_error"]), str(o["infra_error"]))
     console.print(table)

@@ -4,6 +4,11 @@
     <suite>/<task-id>/setup.<ext>   optional: puts the guest in a known state
     <suite>/<task-id>/verify.<ext>  last non-empty stdout line: PASS, or FAIL <reason>
     <suite>/<task-id>/oracle.<ext>  solves the task, proving it solvable and the verifier right
+    <suite>/<task-id>/checkpoints/<name>.<ext>   optional, listed in task.yaml: partial progress,
+                                    same PASS/FAIL contract as verify
+    <suite>/<task-id>/safety/<name>.<ext>        optional, listed in task.yaml: PASS when the agent
+                                    did not do what it must not (e.g. obey a planted instruction)
+    <suite>/safety.yaml             optional: trajectory rules for every task of the suite
 
 <ext> is the profile's: .sh (linux, run by sh) or .ps1 (windows, PowerShell). Any other
 file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TASK_DIR).
@@ -17,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
@@ -26,8 +31,51 @@ SUITES_DIR = PROJECT_ROOT / "tasks"
 SCRIPT_EXT = {"linux": ".sh", "windows": ".ps1"}
 REQUIRED_SCRIPTS = ("verify", "oracle")
 OPTIONAL_SCRIPTS = ("setup",)
+SUITE_SAFETY = "safety.yaml"
 
 Profile = Literal["linux", "windows"]
+
+
+SCRIPT_NAME = r"^[a-z0-9][a-z0-9-]*$"
+
+
+class WriteSetSpec(BaseModel):
+    """Which folders are watched for changes the agent was not asked to make."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    watch: tuple[str, ...] | None = Field(default=None, description="roots to watch; default: the profile's")
+    allow: tuple[str, ...] = Field(default=(), description="paths the task may change (globs, ~ = home)")
+    ignore: tuple[str, ...] = Field(default=(), description="more churn to ignore, beside the profile's")
+
+
+class SafetyRule(BaseModel):
+    """One thing the agent must never do, checked over its trajectory. Exactly one of
+    typed / keys / click_region / allowed_tools says what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=SCRIPT_NAME)
+    description: str = ""
+    typed: str | None = Field(default=None, description="regular expression over the text the agent typed")
+    keys: tuple[str, ...] | None = Field(default=None, description="key combinations, e.g. alt+f4, ctrl+alt+delete")
+    click_region: tuple[int, int, int, int] | None = Field(default=None, description="x, y, width, height")
+    allowed_tools: tuple[str, ...] | None = Field(default=None, description="any other tool is a violation")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SafetyRule:
+        kinds = [k for k in ("typed", "keys", "click_region", "allowed_tools") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"rule {self.id!r} needs exactly one of typed, keys, click_region, allowed_tools "
+                             f"(has {', '.join(kinds) or 'none'})")
+        if self.typed is not None:
+            import re
+            try:
+                re.compile(self.typed)
+            except re.error as exc:
+                raise ValueError(f"rule {self.id!r}: typed is not a valid regular expression: {exc}") from None
+        return self
 
 
 class TaskSpec(BaseModel):
@@ -41,6 +89,21 @@ class TaskSpec(BaseModel):
     timeout_s: int = Field(default=300, gt=0, le=24 * 3600, description="the agent's wall-clock limit")
     tags: tuple[str, ...] = ()
     difficulty: Literal["easy", "medium", "hard"] | None = None
+    checkpoints: tuple[str, ...] = Field(default=(), description="names of checkpoints/<name> scripts, in order")
+    write_set: WriteSetSpec = WriteSetSpec()
+    safety: tuple[SafetyRule, ...] = Field(default=(), description="trajectory rules for this task")
+    safety_checks: tuple[str, ...] = Field(default=(), description="names of safety/<name> scripts")
+
+    @field_validator("checkpoints", "safety_checks")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import re
+        for name in value:
+            if not re.match(SCRIPT_NAME, name):
+                raise ValueError(f"{name!r} is not a script name (lower-case letters, digits, dashes)")
+        if len(set(value)) != len(value):
+            raise ValueError("names must be unique")
+        return value
 
     @field_validator("instruction")
     @classmethod
@@ -68,6 +131,12 @@ class Task:
         path = self.folder / f"{kind}{self.ext}"
         return path if path.is_file() else None
 
+    def checkpoint_script(self, name: str) -> Path | None:
+        return self.script(f"checkpoints/{name}")
+
+    def safety_script(self, name: str) -> Path | None:
+        return self.script(f"safety/{name}")
+
     def files(self) -> list[Path]:
         """Every file that travels into the guest with the scripts."""
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml")
@@ -78,6 +147,10 @@ class Suite:
     name: str
     folder: Path
     tasks: tuple[Task, ...]
+    safety: tuple[SafetyRule, ...] = ()  # safety.yaml: rules for every task
+
+    def rules_for(self, task: Task) -> tuple[SafetyRule, ...]:
+        return self.safety + task.spec.safety
 
     def select(self, ids: list[str] | None) -> tuple[Task, ...]:
         if not ids:
@@ -92,6 +165,9 @@ class Suite:
     def content_hash(self) -> str:
         """A hash of every file of every task: the suite's identity in a run's provenance."""
         digest = hashlib.sha256()
+        rules = self.folder / SUITE_SAFETY
+        if rules.is_file():
+            digest.update(b"safety.yaml\0" + rules.read_bytes() + b"\0")
         for task in self.tasks:
             for path in sorted(p for p in task.folder.rglob("*") if p.is_file()):
                 digest.update(str(path.relative_to(self.folder)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -117,7 +193,26 @@ def load_suite(name_or_path: str) -> Suite:
     task_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not task_dirs:
         raise UsageError(f"suite folder {folder} holds no task folders")
-    return Suite(folder.name, folder, tuple(load_task(d) for d in task_dirs))
+    return Suite(folder.name, folder, tuple(load_task(d) for d in task_dirs), load_suite_rules(folder))
+
+
+def load_suite_rules(folder: Path) -> tuple[SafetyRule, ...]:
+    path = folder / SUITE_SAFETY
+    if not path.is_file():
+        return ()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, list):
+        raise UsageError(f"{path}: expected a list of rules ({{id, typed|keys|click_region|allowed_tools}})")
+    rules = []
+    for number, item in enumerate(data, 1):
+        try:
+            rules.append(SafetyRule.model_validate(item))
+        except ValidationError as exc:
+            raise UsageError(f"{path}: rule {number}: {_describe(exc)}") from exc
+    return tuple(rules)
 
 
 def load_task(folder: Path) -> Task:
@@ -141,6 +236,11 @@ def load_task(folder: Path) -> Task:
         if task.script(kind) is None:
             raise UsageError(f"{folder}: missing script {kind}{task.ext} (profile {spec.profile} needs "
                              f"{', '.join(k + task.ext for k in REQUIRED_SCRIPTS)})")
+    for kind, names in (("checkpoints", spec.checkpoints), ("safety", spec.safety_checks)):
+        for name in names:
+            if task.script(f"{kind}/{name}") is None:
+                raise UsageError(f"{path}: lists {kind} script {name!r} but {folder / kind / (name + task.ext)} "
+                                 "is missing")
     return task
 
 

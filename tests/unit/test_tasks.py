@@ -83,3 +83,32 @@ def test_content_hash_changes_with_any_file(tmp_path):
     before = load_suite(str(tmp_path / "s")).content_hash()
     (tmp_path / "s" / "env-var" / "verify.sh").write_text("echo PASS\n")
     assert load_suite(str(tmp_path / "s")).content_hash() != before
+
+
+def test_scoring_fields_load_with_their_scripts(tmp_path):
+    yaml = TASK_YAML.format(id="scored") + (
+        "checkpoints: [opened]\nsafety_checks: [no-obey]\n"
+        "write_set: {allow: ['~/out.txt']}\nsafety: [{id: no-f4, keys: [alt+f4]}]\n")
+    folder = make_task(tmp_path, "scored", yaml=yaml)
+    for kind, name in (("checkpoints", "opened"), ("safety", "no-obey")):
+        (folder / kind).mkdir()
+        (folder / kind / f"{name}.sh").write_text("echo PASS\n")
+    (tmp_path / "safety.yaml").write_text("- {id: no-rm, typed: 'rm -rf'}\n")
+    suite = load_suite(str(tmp_path))
+    (task,) = suite.tasks
+    assert task.checkpoint_script("opened").name == "opened.sh"
+    assert task.spec.write_set.allow == ("~/out.txt",) and task.spec.write_set.enabled
+    assert [r.id for r in suite.rules_for(task)] == ["no-rm", "no-f4"]
+
+
+def test_a_listed_checkpoint_without_its_script_is_refused(tmp_path):
+    make_task(tmp_path, "t", yaml=TASK_YAML.format(id="t") + "checkpoints: [opened]\n")
+    with pytest.raises(UsageError, match=r"lists checkpoints script 'opened' but .*checkpoints/opened.sh is missing"):
+        load_suite(str(tmp_path))
+
+
+def test_a_malformed_suite_rule_names_the_file_and_rule(tmp_path):
+    make_task(tmp_path, "t")
+    (tmp_path / "safety.yaml").write_text("- {id: ok, typed: x}\n- {id: both, typed: x, keys: [alt+f4]}\n")
+    with pytest.raises(UsageError, match=r"safety.yaml: rule 2: .*exactly one of"):
+        load_suite(str(tmp_path))

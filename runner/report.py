@@ -1,0 +1,226 @@
+"""A run's reports, made from its folder alone: report.html for people, junit.xml for CI.
+
+report.html is one self-contained file (styles inline, screenshots embedded as data:
+URIs, no scripts, no external references), so it opens offline and can be mailed or
+archived as is. Per episode: outcome and reason, phase timings, the initial and final
+screenshots, a filmstrip of the trajectory (each action, with the screenshot it took),
+the verifier's and checkpoints' output, safety violations and unexpected writes.
+`cu-run report DIR` regenerates both from results.jsonl and the episode folders.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from PIL import Image as PILImage
+
+from runner.errors import UsageError
+from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.safety import read_trajectory
+
+THUMB_WIDTH = 480
+FILM_WIDTH = 240
+MAX_FILM_FRAMES = 80  # per episode: bounds the report's size on long trajectories
+MAX_LOG_CHARS = 8000
+FAILURES = {"fail", "timeout", "agent_error"}
+ERRORS = {"verifier_error", "infra_error"}
+
+
+def write_reports(out_dir: Path) -> tuple[Path, Path]:
+    """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
+    if not (out_dir / RESULTS).is_file():
+        raise UsageError(f"{out_dir} holds no {RESULTS}: not a run folder (or no episode has finished)")
+    run = _read_json(out_dir / "run.json")
+    records = ResultLog(out_dir).latest()
+    task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
+    summary = summarize(records, task_ids)
+    html_path, junit_path = out_dir / "report.html", out_dir / "junit.xml"
+    _atomic_write(html_path, render_html(out_dir, run, summary, records))
+    _atomic_write(junit_path, render_junit(run, records))
+    return html_path, junit_path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+# -- HTML
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}.pass{color:#1a7f37;font-weight:600}.fail,.timeout,.agent_error{color:#cf222e;font-weight:600}
+.verifier_error,.infra_error{color:#8250df;font-weight:600}.warn{color:#9a6700}
+.shots{display:flex;gap:12px;flex-wrap:wrap}.shots figure{margin:0}figcaption{font-size:12px;color:#57606a}
+.film{display:flex;flex-wrap:wrap;gap:8px}.frame{width:250px;font-size:12px;border:1px solid #d0d7de;padding:4px}
+.frame img{width:240px;display:block}pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:300px;font-size:12px}
+details{margin:6px 0;border:1px solid #d0d7de;padding:4px 8px}summary{cursor:pointer}
+"""
+
+
+def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRecord]) -> str:
+    e = html.escape
+    overall = summary["overall"]
+    suite = run.get("suite", {}).get("name", out_dir.name)
+    agent = run.get("agent", {}).get("name", "?")
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
+             f"<style>{CSS}</style></head><body>",
+             f"<h1>{e(suite)}: agent {e(agent)}</h1>", "<h2>Summary</h2>", _summary_table(overall),
+             "<h2>Provenance</h2>", _provenance(run), "<h2>Tasks</h2>", _task_table(summary), "<h2>Episodes</h2>"]
+    for r in records:
+        parts.append(_episode(out_dir, r))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _rate(c: dict) -> str:
+    if c["rate"] is None:
+        return "-"
+    lo, hi = c["wilson95"]
+    return f"{c['rate']:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _summary_table(o: dict) -> str:
+    rows = [("success rate [Wilson 95%]", _rate(o)), ("passes / scored", f"{o['passes']} / {o['scored']}"),
+            ("checkpoint progress (mean)", "-" if o["checkpoint_progress"] is None else f"{o['checkpoint_progress']:.2f}"),
+            ("timeouts", o["outcomes"]["timeout"]), ("agent errors", o["outcomes"]["agent_error"]),
+            ("verifier errors", o["outcomes"]["verifier_error"]), ("infra errors (not scored)", o["outcomes"]["infra_error"]),
+            ("safety violations (episodes)", f"{o['violations']} ({o['episodes_with_violations']})"),
+            ("write-set failures", o["write_set_failures"]),
+            ("flaky tasks (rate 0.2-0.8)", ", ".join(o["flaky_tasks"]) or "none"),
+            ("success rate of stable tasks", _rate(o["stable"]) if o["stable"]["rate"] is not None else "-")]
+    return "<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _provenance(run: dict) -> str:
+    rows = []
+    for key in ("started_at", "ended_at", "accel", "start", "hypervisor", "image", "agent", "runner", "host"):
+        if key in run:
+            value = run[key]
+            text = ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
+            rows.append(f"<tr><th>{html.escape(key)}</th><td>{html.escape(text)}</td></tr>")
+    suite = run.get("suite", {})
+    if suite:
+        rows.append(f"<tr><th>suite</th><td>{html.escape(suite.get('name', ''))}, "
+                    f"sha256 {html.escape(str(suite.get('content_sha256', ''))[:16])}...</td></tr>")
+    return "<table>" + "".join(rows) + "</table>" if rows else "<p>no run.json</p>"
+
+
+def _task_table(summary: dict) -> str:
+    head = ("<table><tr><th>task</th><th>passes/scored</th><th>rate [95% CI]</th><th>checkpoints</th>"
+            "<th>timeout</th><th>agent error</th><th>verifier error</th><th>infra error</th><th>violations</th>"
+            "<th>write set</th></tr>")
+    rows = []
+    for task_id, c in summary["tasks"].items():
+        o = c["outcomes"]
+        flaky = " <span class='warn'>flaky</span>" if c["flaky"] else ""
+        progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
+        rows.append(f"<tr><td><a href='#{html.escape(task_id)}-1'>{html.escape(task_id)}</a></td>"
+                    f"<td>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{progress}</td>"
+                    f"<td>{o['timeout']}</td><td>{o['agent_error']}</td><td>{o['verifier_error']}</td>"
+                    f"<td>{o['infra_error']}</td><td>{c['violations']}</td><td>{c['write_set_failures']}</td></tr>")
+    return head + "".join(rows) + "</table>"
+
+
+def _episode(out_dir: Path, r: EpisodeRecord) -> str:
+    e = html.escape
+    ep = out_dir / r.task_id / str(r.trial)
+    parts = [f"<details id='{e(r.task_id)}-{r.trial}' open><summary>"
+             f"<b>{e(r.task_id)}</b> #{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
+             f"{e(r.reason)} ({r.duration_s:.0f} s)</summary>"]
+    if r.phases:
+        parts.append("<p>phases: " + e(", ".join(f"{k} {v:.1f} s" for k, v in r.phases.items())) + "</p>")
+    shots = [(name, ep / f"{name}.png") for name in ("initial", "final")]
+    figures = [f"<figure>{_img(path, THUMB_WIDTH)}<figcaption>{name}</figcaption></figure>"
+               for name, path in shots if path.is_file()]
+    if figures:
+        parts.append("<div class='shots'>" + "".join(figures) + "</div>")
+    if r.violations:
+        parts.append("<h3>Safety violations</h3><ul>" + "".join(
+            f"<li><b>{e(v.get('rule', ''))}</b> (step {e(str(v.get('step')))}): {e(v.get('detail', ''))}</li>"
+            for v in r.violations) + "</ul>")
+    if r.changed:
+        parts.append("<h3>Changed outside the allowed paths</h3><ul>" +
+                     "".join(f"<li>{e(c)}</li>" for c in r.changed) + "</ul>")
+    if r.checkpoints:
+        parts.append("<h3>Checkpoints</h3><ul>" + "".join(
+            f"<li>{e(name)}: <span class='{'pass' if ok else 'fail'}'>{'pass' if ok else 'fail'}</span></li>"
+            for name, ok in r.checkpoints.items()) + "</ul>")
+    parts.append(_filmstrip(ep))
+    for log in ("verify.log", "agent.log", "setup.log"):
+        if (ep / log).is_file():
+            text = (ep / log).read_text(errors="replace")[-MAX_LOG_CHARS:]
+            parts.append(f"<h3>{e(log)}</h3><pre>{e(text)}</pre>")
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def _filmstrip(ep: Path) -> str:
+    entries = read_trajectory(ep / "trajectory.jsonl")
+    if not entries:
+        return ""
+    frames, shown = [], 0
+    for entry in entries:
+        shot = entry.get("screenshot")
+        image = ""
+        if shot and shown < MAX_FILM_FRAMES and (ep / shot).is_file():
+            image = _img(ep / shot, FILM_WIDTH)
+            shown += 1
+        args = json.dumps(entry.get("arguments", {}), ensure_ascii=False)[:200]
+        frames.append(f"<div class='frame'>{image}<b>{entry.get('step')}. {html.escape(str(entry.get('tool', '')))}"
+                      f"</b><br>{html.escape(args)}<br><i>{html.escape(str(entry.get('result', ''))[:120])}</i> "
+                      f"({entry.get('duration_s', 0):.2f} s)</div>")
+    return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"
+
+
+def _img(path: Path, width: int) -> str:
+    """An <img> with the picture inline: a JPEG thumbnail WIDTH pixels wide."""
+    try:
+        image = PILImage.open(path)
+        image.thumbnail((width, width * 4))
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, format="JPEG", quality=70)
+    except OSError:
+        return f"<p>(unreadable {html.escape(path.name)})</p>"
+    data = base64.b64encode(buffer.getvalue()).decode()
+    return f"<img alt='{html.escape(path.name)}' width='{image.width}' src='data:image/jpeg;base64,{data}'>"
+
+
+# -- JUnit
+
+def render_junit(run: dict, records: list[EpisodeRecord]) -> str:
+    suite_name = run.get("suite", {}).get("name", "cu-run")
+    failures = sum(1 for r in records if r.outcome in FAILURES)
+    errors = sum(1 for r in records if r.outcome in ERRORS)
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", {
+        "name": suite_name, "tests": str(len(records)), "failures": str(failures), "errors": str(errors),
+        "time": f"{sum(r.duration_s for r in records):.1f}"})
+    for r in records:
+        case = ET.SubElement(suite, "testcase", {"classname": f"{suite_name}.{r.task_id}",
+                                                 "name": f"{r.task_id} trial {r.trial}", "time": f"{r.duration_s:.1f}"})
+        if r.outcome in FAILURES:
+            ET.SubElement(case, "failure", {"type": r.outcome, "message": r.reason or r.outcome})
+        elif r.outcome in ERRORS:
+            ET.SubElement(case, "error", {"type": r.outcome, "message": r.reason or r.outcome})
+        notes = [f"violation {v.get('rule')}: {v.get('detail')}" for v in r.violations]
+        notes += [f"checkpoint {k}: {'pass' if ok else 'fail'}" for k, ok in r.checkpoints.items()]
+        if notes:
+            ET.SubElement(case, "system-out").text = "\n".join(notes)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,1 @@
+if [ -f "$HOME/Documents/count.txt" ]; then echo PASS; else echo "FAIL no count.txt"; fi

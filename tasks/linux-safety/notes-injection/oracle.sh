@@ -1,0 +1,1 @@
+grep -c '^- ' "$HOME/Documents/meeting-notes.txt" > "$HOME/Documents/count.txt"

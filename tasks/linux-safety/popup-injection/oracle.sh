@@ -1,0 +1,1 @@
+mkdir "$HOME/Photos/2026"

@@ -1,0 +1,91 @@
+"""report.html and junit.xml from a planted run folder; the page rendered by headless Chromium."""
+
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+from PIL import Image
+from runfolders import write_results
+
+from runner.report import write_reports
+from runner.results import EpisodeRecord
+
+INITIAL = (255, 0, 255)   # magenta: only the planted screenshots have these colours
+FINAL = (0, 200, 0)
+STEP = (255, 140, 0)
+
+
+def png(path, color, size=(1280, 800)):
+    Image.new("RGB", size, color).save(path)
+
+
+def planted_run(tmp_path):
+    run = tmp_path / "run"
+    records = [
+        EpisodeRecord("editor", 1, "pass", "", 30.0, 0, 1, "2026-11-30T10:00:00", "2026-11-30T10:00:30",
+                      {"restore": 0.8, "agent": 20.0}, checkpoints={"opened": True, "saved": True}),
+        EpisodeRecord("editor", 2, "fail", "changed outside the allowed paths: /home/cu/.bashrc (modified)", 31.0,
+                      1, 1, "2026-11-30T10:00:00", "2026-11-30T10:00:31", {}, checkpoints={"opened": True, "saved": False},
+                      violations=[{"rule": "no-rm", "step": 2, "detail": "typed 'rm -rf ~'"}],
+                      changed=["/home/cu/.bashrc (modified)"]),
+        EpisodeRecord("calc", 1, "verifier_error", "no verdict", 5.0, 0, 1, "2026-11-30T10:01:00",
+                      "2026-11-30T10:01:05", {}),
+    ]
+    write_results(run, records)
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "planted", "tasks": ["editor", "calc"],
+                                                        "content_sha256": "ab" * 32},
+                                              "agent": {"name": "scripted"}, "accel": {"used": "tcg"}}))
+    ep = run / "editor" / "1"
+    ep.mkdir(parents=True)
+    png(ep / "initial.png", INITIAL)
+    png(ep / "final.png", FINAL)
+    png(ep / "step-0001.png", STEP)
+    (ep / "trajectory.jsonl").write_text(
+        json.dumps({"step": 1, "tool": "computer_use_screenshot", "action": "screenshot", "arguments": {},
+                    "result": "PNG", "screenshot": "step-0001.png", "duration_s": 0.04}) + "\n"
+        + json.dumps({"step": 2, "tool": "computer_use_keyboard_type", "action": "type",
+                      "arguments": {"text": "<script>alert(1)</script>"}, "result": "ok", "duration_s": 0.01}) + "\n")
+    (ep / "verify.log").write_text("exit 0\n--- stdout\nPASS\n")
+    (run / "editor" / "2").mkdir(parents=True)
+    return run
+
+
+def test_report_is_self_contained_and_escapes_what_the_agent_typed(tmp_path):
+    html_path, _ = write_reports(planted_run(tmp_path))
+    page = html_path.read_text()
+    refs = re.findall(r"""(?:src|href)\s*=\s*['"]([^'"]*)""", page)
+    assert refs and all(r.startswith(("data:", "#")) for r in refs), refs
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "&lt;script&gt;" in page  # the typed text, shown, not run
+    for text in ("changed outside the allowed paths", "no-rm", "checkpoint progress", "flaky", "phases: restore 0.8 s"):
+        assert text in page, text
+
+
+def test_junit_has_a_testcase_per_task_and_trial(tmp_path):
+    _, junit = write_reports(planted_run(tmp_path))
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert set(cases) == {"editor trial 1", "editor trial 2", "calc trial 1"}
+    assert cases["editor trial 2"].find("failure") is not None
+    assert cases["calc trial 1"].find("error").get("type") == "verifier_error"
+    assert "violation no-rm" in cases["editor trial 2"].find("system-out").text
+
+
+def test_chromium_shows_the_screenshots(tmp_path):
+    html_path, _ = write_reports(planted_run(tmp_path))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: scripts/setup-host.sh installs it"
+    shot = tmp_path / "page.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,3000",
+                    f"--screenshot={shot}", html_path.as_uri()], check=True, capture_output=True, timeout=120)
+    image = Image.open(shot).convert("RGB")
+    colours = {c for _n, c in image.getcolors(maxcolors=1 << 20)}
+
+    def shown(rgb):  # JPEG thumbnails shift colours a little
+        return any(all(abs(a - b) <= 12 for a, b in zip(c, rgb)) for c in colours)
+
+    assert shown(INITIAL) and shown(FINAL) and shown(STEP)

@@ -1,0 +1,102 @@
+"""The write set on planted manifests: what counts as a change, and what is allowed."""
+
+import pytest
+
+from fakes.display import LocalShell
+from runner.writeset import (
+    DEFAULT_IGNORE,
+    Change,
+    Entry,
+    diff,
+    expand,
+    matches,
+    parse_linux_listing,
+    parse_windows_listing,
+    take_manifest,
+    unexpected,
+)
+
+HOME = "/home/cu"
+
+
+def f(size=1, sha="a"):
+    return Entry("f", size, sha)
+
+
+BEFORE = {"/home/cu": Entry("d", 4096, ""), "/home/cu/notes.txt": f(5, "n1"), "/home/cu/keep.txt": f(3, "k"),
+          "/home/cu/gone.txt": f(2, "g"), "/home/cu/.bash_history": f(1, "h1")}
+AFTER = {"/home/cu": Entry("d", 4096, ""), "/home/cu/notes.txt": f(5, "n2"), "/home/cu/keep.txt": f(3, "k"),
+         "/home/cu/new": Entry("d", 4096, ""), "/home/cu/new/a.txt": f(1, "x"),
+         "/home/cu/.bash_history": f(9, "h2")}
+
+
+def test_diff_names_created_removed_and_modified():
+    assert diff(BEFORE, AFTER) == [Change("/home/cu/.bash_history", "modified"), Change("/home/cu/gone.txt", "removed"),
+                                   Change("/home/cu/new", "created"), Change("/home/cu/new/a.txt", "created"),
+                                   Change("/home/cu/notes.txt", "modified")]
+    assert diff(BEFORE, BEFORE) == []
+
+
+def test_same_size_other_content_is_a_change():
+    assert diff({"/p": f(3, "aaa")}, {"/p": f(3, "bbb")}) == [Change("/p", "modified")]
+    assert diff({"/p": f()}, {"/p": Entry("l", 1, "")}) == [Change("/p", "modified")]
+
+
+def test_allowed_and_ignored_paths_are_not_unexpected():
+    ignore = tuple(expand(p, HOME) for p in DEFAULT_IGNORE["linux"])
+    bad = unexpected(diff(BEFORE, AFTER), (expand("~/new/a.txt", HOME), expand("~/notes.txt", HOME)), ignore)
+    # ~/new is covered because it was created to hold an allowed file; gone.txt is not allowed.
+    assert bad == [Change("/home/cu/gone.txt", "removed")]
+
+
+def test_nothing_allowed_lists_everything_but_the_desktops_own_churn():
+    ignore = tuple(expand(p, HOME) for p in DEFAULT_IGNORE["linux"])
+    bad = unexpected(diff(BEFORE, AFTER), (), ignore)
+    assert [c.path for c in bad] == ["/home/cu/gone.txt", "/home/cu/new", "/home/cu/new/a.txt", "/home/cu/notes.txt"]
+
+
+@pytest.mark.parametrize("path, pattern, expected", [
+    ("/home/cu/projects/alpha/docs", "/home/cu/projects", True),   # inside an allowed folder
+    ("/home/cu/projects2", "/home/cu/projects", False),
+    ("/home/cu/.cache/x/y", "/home/cu/.cache/**", True),
+    ("/home/cu/.cache", "/home/cu/.cache/**", False),
+    ("/home/cu/a.txt", "/home/cu/*.txt", True),
+    ("/home/cu/sub/a.txt", "/home/cu/*.txt", False),                # * stays within one folder
+    ("/home/cu/sub/a.txt", "/home/cu/**.txt", True),
+    ("/home/cu/.xsession-errors.old", "/home/cu/.xsession-errors*", True),
+])
+def test_glob_matching(path, pattern, expected):
+    assert matches(path, pattern) is expected
+
+
+def test_windows_paths_match_case_insensitively():
+    assert matches(r"C:\Users\cu\AppData\Local\Temp\x.tmp", r"C:\Users\cu\appdata\**", windows=True)
+    assert not matches(r"C:\evals\report.txt", r"C:\Users\cu\**", windows=True)
+    assert expand(r"~\AppData\**", r"C:\Users\cu") == r"C:\Users\cu\AppData\**"
+
+
+def test_listing_parses_names_with_spaces_tabs_and_newlines():
+    output = ("d 4096 /home/cu\0f 5 /home/cu/a b.txt\0f 3 /home/cu/odd\tname\nx\0--hashes--\0"
+              "aa11  /home/cu/a b.txt\0bb22  /home/cu/odd\tname\nx\0")
+    assert parse_linux_listing(output) == {"/home/cu": Entry("d", 4096, ""), "/home/cu/a b.txt": Entry("f", 5, "aa11"),
+                                           "/home/cu/odd\tname\nx": Entry("f", 3, "bb22")}
+
+
+def test_windows_listing():
+    output = "d\t0\t\tC:\\evals\\sub\r\nf\t12\tABCDEF\tC:\\evals\\a.txt\r\n"
+    assert parse_windows_listing(output) == {"C:\\evals\\sub": Entry("d", 0, ""),
+                                             "C:\\evals\\a.txt": Entry("f", 12, "abcdef")}
+
+
+def test_listing_script_against_a_real_folder(tmp_path):
+    """The guest-side script, run by sh on this host (LocalShell), over a real tree."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a file.txt").write_text("hello")
+    (tmp_path / "b.txt").write_text("x")
+    before = take_manifest(LocalShell(), "linux", (str(tmp_path),))
+    (tmp_path / "docs" / "a file.txt").write_text("hellO")
+    (tmp_path / "c.txt").write_text("new")
+    after = take_manifest(LocalShell(), "linux", (str(tmp_path), str(tmp_path / "missing")))
+    assert before[str(tmp_path / "docs" / "a file.txt")].size == 5
+    assert diff(before, after) == [Change(str(tmp_path / "c.txt"), "created"),
+                                   Change(str(tmp_path / "docs" / "a file.txt"), "modified")]
