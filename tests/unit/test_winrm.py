@@ -1,0 +1,126 @@
+"""WinRmShell against FakeWsmanServer: a loopback server speaking the WS-Management exchange."""
+
+import time
+
+import pytest
+import requests
+from winrm.exceptions import InvalidCredentialsError, WinRMOperationTimeoutError, WinRMTransportError
+from fakes.wsman import FakeWsmanServer, Reply
+
+from runner.errors import CommandTimeout, GuestUnreachable
+from runner.guest.winrm import CHUNK_CHARS, WinRmShell, decode_clixml, is_transient_winrm_error
+
+
+@pytest.fixture
+def server():
+    s = FakeWsmanServer()
+    yield s
+    s.close()
+
+
+def shell_for(server, password="secret"):
+    return WinRmShell("127.0.0.1", server.port, "cu", password, transport="basic")
+
+
+def test_a_long_script_travels_by_upload_byte_for_byte(server):
+    script = "".join(f"Write-Output 'line {i}: {'x' * 60}'\n" for i in range(400)) + "# Zürich – 東京\n"
+    assert len(script) > 4 * 8192
+    server.handler = lambda text: Reply(b"ok\r\n")
+    result = shell_for(server).run(script, timeout=60)
+    assert result.exit_code == 0 and result.stdout == "ok\r\n"
+    (received,) = server.scripts
+    assert received.endswith(script) and received.startswith("$ProgressPreference = 'SilentlyContinue'")
+    uploads = [c for c in server.command_lines if "-EncodedCommand" in c]
+    assert len(uploads) > len(script.encode()) * 4 / 3 / CHUNK_CHARS  # it went in chunks
+    assert all(len(c) < 8191 for c in server.command_lines)  # every command line fits cmd's limit
+    assert server.files == {}  # the uploaded script was removed after it ran
+
+
+def test_the_whole_exchange_is_create_command_receive_signal_delete(server):
+    shell_for(server).run("Write-Output hi", timeout=30)
+    assert server.actions[0] == "Create" and server.actions[-1] == "Delete"
+    assert {"Command", "Receive", "Signal"} <= set(server.actions)
+    assert server.actions.count("Command") == server.actions.count("Signal")
+
+
+def test_non_ascii_output_survives(server):
+    text = "Grüße aus Zürich – 東京 ✓\r\n"
+    server.handler = lambda _script: Reply(text.encode("utf-8"))
+    assert shell_for(server).run("Write-Output x").stdout == text
+
+
+CLIXML = ('#< CLIXML\r\n<Objs Version="1.1.0.1" xmlns="http://schemas.microsoft.com/powershell/2004/04">'
+          '<Obj S="progress" RefId="0"><TN RefId="0"><T>System.Management.Automation.PSCustomObject</T></TN>'
+          '<MS><I64 N="SourceId">1</I64><PR N="Record"><AV>Preparing modules</AV></PR></MS></Obj>'
+          '<S S="Error">Get-Item : Cannot find path \'C:\\nope\' because it does not exist._x000D__x000A_</S>'
+          '<S S="Error">At line:1 char:1_x000D__x000A_</S></Objs>')
+
+
+def test_clixml_errors_are_decoded_to_readable_text(server):
+    server.handler = lambda _script: Reply(b"", CLIXML.encode(), 1)
+    result = shell_for(server).run("Get-Item C:\\nope")
+    assert result.exit_code == 1
+    assert result.stderr == "Get-Item : Cannot find path 'C:\\nope' because it does not exist.\nAt line:1 char:1\n"
+    assert "progress" not in result.stderr and "Preparing" not in result.stderr
+
+
+def test_decode_clixml_leaves_plain_text_alone():
+    assert decode_clixml("plain error\n") == "plain error\n"
+
+
+def test_a_stalled_receive_hits_the_wall_clock_limit(server):
+    server.handler = lambda _script: Reply(stall=True)
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout, match="time limit"):
+        shell_for(server).run("Start-Sleep 3600", timeout=2)
+    assert time.monotonic() - started < 10
+    assert server.actions[-1] == "Delete"  # the shell, and with it the process, is gone
+
+
+def test_files_go_in_and_come_back(server, tmp_path):
+    local = tmp_path / "blob.bin"
+    local.write_bytes(bytes(range(256)) * 40)
+    shell = shell_for(server)
+    shell.put(local, r"C:\evals\blob.bin")
+    assert server.files[r"C:\evals\blob.bin"] == local.read_bytes()
+    back = tmp_path / "back.bin"
+    shell.get(r"C:\evals\blob.bin", back)
+    assert back.read_bytes() == local.read_bytes()
+
+
+def test_wait_ready_rides_out_a_starting_service(server):
+    server.fail_first = [503, 503, 503]
+    waited = shell_for(server).wait_ready(timeout=30)
+    assert waited >= 2 and server.fail_first == []
+
+
+def test_wrong_credentials_fail_at_once_not_at_the_deadline(server):
+    started = time.monotonic()
+    with pytest.raises(GuestUnreachable, match="refused for good"):
+        shell_for(server, password="wrong").wait_ready(timeout=60)
+    assert time.monotonic() - started < 10
+
+
+def test_an_unreachable_guest_is_a_guest_unreachable_at_the_deadline():
+    with pytest.raises(GuestUnreachable, match="did not answer within 2 s"):
+        WinRmShell("127.0.0.1", 9, "cu", "x", transport="basic").wait_ready(timeout=2)
+
+
+def transport_error(code, text=""):
+    return WinRMTransportError("http", code, text)
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (requests.exceptions.ConnectionError("refused"), True),
+    (requests.exceptions.ReadTimeout("slow"), True),
+    (WinRMOperationTimeoutError(), True),
+    (ConnectionResetError(), True),
+    (transport_error(503), True),
+    (transport_error(500, "starting"), True),
+    (transport_error(500, "<s:Fault>bad request</s:Fault>"), False),
+    (transport_error(401), False),
+    (InvalidCredentialsError("no"), False),
+    (ValueError("bug"), False),
+])
+def test_transient_or_permanent(exc, transient):
+    assert is_transient_winrm_error(exc) is transient
