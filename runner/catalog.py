@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.errors import UsageError
 
@@ -41,6 +41,23 @@ class SshAccess(Frozen):
     port: int = 22
 
 
+class WinRmAccess(Frozen):
+    """How the runner reaches a windows guest: WinRM over HTTP through the host's loopback forward."""
+
+    user: str
+    password: str
+    port: int = 5985
+    transport: Literal["ntlm", "basic"] = "ntlm"
+
+
+class UefiFirmware(Frozen):
+    """OVMF: the read-only code on the host, and the image's variable store (each episode
+    boots from its own copy, so nothing one episode writes to NVRAM reaches another)."""
+
+    code: str = Field(description="absolute path of OVMF_CODE on the host")
+    vars: str = Field(description="the image's variable store, relative to the image folder")
+
+
 class Credentials(Frozen):
     """The desktop user's account (for a screen locker or a GUI password prompt)."""
 
@@ -63,6 +80,7 @@ class ImageManifest(Frozen):
     disk_sha256: str
     disk_bytes: int
     boot: DirectBoot | None = Field(default=None, description="None: the disk's own firmware boot")
+    firmware: UefiFirmware | None = Field(default=None, description="UEFI (windows); None: SeaBIOS")
     screen: ScreenSize
     desktop_color: str | None = Field(
         default=None, description="solid desktop background, '#rrggbb': the desktop is up when it shows"
@@ -85,10 +103,27 @@ class ImageManifest(Frozen):
     memory_mib: int = 1024
     credentials: Credentials
     ssh: SshAccess | None = None
+    winrm: WinRmAccess | None = None
+    licence_expires: date | None = Field(default=None, description="an evaluation licence's last day")
     built_at: datetime
     build_seconds: float
     builder: str = Field(description="cu-run version and recipe hash that built the image")
     packages: list[str] = Field(default_factory=list, description="'name=version' of every package")
+
+    @model_validator(mode="after")
+    def _access_fits_profile(self) -> ImageManifest:
+        if self.profile == "linux" and self.ssh is None:
+            raise ValueError("a linux image needs 'ssh' (how the runner logs in)")
+        if self.profile == "windows" and (self.winrm is None or self.firmware is None):
+            raise ValueError("a windows image needs 'winrm' and 'firmware'")
+        return self
+
+    @property
+    def shell_port(self) -> int:
+        """The guest port of the runner's shell: SSH's or WinRM's."""
+        access = self.ssh if self.profile == "linux" else self.winrm
+        assert access is not None
+        return access.port
 
 
 class Image:

@@ -46,20 +46,66 @@ def version() -> None:
 
 @image_app.command("build")
 def image_build(
-    name: Annotated[str, typer.Argument(help="built-in image to build: linux-test")],
+    name: Annotated[str, typer.Argument(help="built-in image to build: linux-test or windows-11")],
     force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
+    iso: Annotated[Optional[Path], typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
+    virtio_iso: Annotated[Optional[Path], typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,
+    python_installer: Annotated[Optional[Path], typer.Option(
+        "--python-installer", help="windows-11: python-3.13.x-amd64.exe")] = None,
+    evals_seed: Annotated[Optional[Path], typer.Option("--evals-seed", help="windows-11: files for C:\\evals")] = None,
+    iso_sha256: Annotated[Optional[str], typer.Option("--iso-sha256", help="windows-11: expected sha256 of --iso")] = None,
+    virtio_sha256: Annotated[Optional[str], typer.Option("--virtio-sha256")] = None,
+    python_sha256: Annotated[Optional[str], typer.Option("--python-sha256")] = None,
+    licence_days: Annotated[int, typer.Option("--licence-days", help="windows-11: evaluation licence length; 0: none")] = 90,
+    accel: AccelOpt = "auto",
     cache_dir: CacheDir = None,
 ) -> None:
     """Build a golden image into the catalog (reused when already built)."""
+    settings = Settings.resolve(cache_dir)
+    catalog = Catalog(settings.images_dir)
+    if name == "windows-11":
+        _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
+                       virtio_sha256, python_sha256, licence_days, accel, settings)
+        return
     from runner.imagebuild import build_image
 
-    settings = Settings.resolve(cache_dir)
     with err.status(f"building {name}") as status:
-        image, built = build_image(Catalog(settings.images_dir), name, force=force,
+        image, built = build_image(catalog, name, force=force,
                                    progress=lambda line: status.update(f"building {name}: {line}"))
     m = image.manifest
     verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
     con.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
+
+
+def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256, virtio_sha256,
+                   python_sha256, licence_days, accel, settings) -> None:
+    from runner.windows_image import DEFAULT_SEED, WindowsInputs, build_windows_image
+
+    missing = [flag for flag, value in (("--iso", iso), ("--virtio-iso", virtio_iso),
+                                        ("--python-installer", python_installer)) if value is None]
+    if missing:
+        raise UsageError(f"building windows-11 needs {', '.join(missing)}",
+                         fix="see the README's 'Build the Windows image' for where each file comes from")
+    existing = catalog.find(name)
+    if existing is not None and not force:
+        con.print(f"{name}: already built (use --force to rebuild)")
+        return
+    chosen = accel
+    if accel == "auto":
+        from runner.session import resolve_accel
+
+        chosen, _probe = resolve_accel(settings, None, "auto")
+        if chosen == "tcg":
+            err.print("[yellow]KVM is not usable here: Windows setup under TCG takes many hours[/]")
+    inputs = WindowsInputs(iso=iso, virtio_iso=virtio_iso, python_installer=python_installer,
+                           evals_seed=evals_seed or DEFAULT_SEED, iso_sha256=iso_sha256, virtio_sha256=virtio_sha256,
+                           python_sha256=python_sha256, licence_days=licence_days, accel=chosen)
+    with err.status(f"building {name}") as status:
+        image = build_windows_image(catalog, name, inputs,
+                                    progress=lambda line: (status.update(f"building {name}: {line}"), err.print(line)))
+    m = image.manifest
+    con.print(f"{m.name}: built in {m.build_seconds / 60:.0f} min\n  disk {image.disk} "
+              f"({m.disk_bytes / 2**30:.1f} GiB, sha256 {m.disk_sha256[:16]}...), licence until {m.licence_expires}")
 
 
 @image_app.command("list")
@@ -198,7 +244,7 @@ def vm_up(
             e = vm.endpoints
             con.print(f"[green]{e.domain} is up[/] (ready in {sum(vm.timings.phases.values()):.1f} s)\n"
                       f"  screen: vncviewer {e.vnc.replace(':', '::')}\n"
-                      f"  shell:  ssh -i {e.ssh_key} -p {e.ssh_port} -o StrictHostKeyChecking=no {e.ssh_user}@{e.ssh_host}\n"
+                      f"  shell:  {e.how_to_connect()}\n"
                       "Ctrl-C stops and removes it.")
         _wait_forever(vm)
 

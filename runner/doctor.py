@@ -33,6 +33,26 @@ class Check:
 def run_checks(settings: Settings) -> list[Check]:
     checks = [_qemu(), _libvirt(settings.libvirt_uri), _kvm_device(), _accel(settings), _disk(settings.cache_dir)]
     checks += [_catalog(settings), _build_tools()]
+    checks += _licences(settings)
+    return checks
+
+
+def _licences(settings: Settings) -> list[Check]:
+    """Windows evaluation images stop working when their licence ends: say so 14 days ahead."""
+    from runner.windows_image import licence_warning
+
+    try:
+        images = Catalog(settings.images_dir).images()
+    except CuRunError:
+        return []  # _catalog reports the broken manifest
+    checks = []
+    for image in images:
+        if image.manifest.licence_expires is None:
+            continue
+        warning = licence_warning(image)
+        checks.append(Check(f"licence {image.name}", "warn" if warning else "ok",
+                            warning or f"evaluation licence until {image.manifest.licence_expires}",
+                            f"cu-run image build {image.name} --force (with the same inputs)" if warning else ""))
     return checks
 
 

@@ -26,9 +26,10 @@ from runner.catalog import Image
 from runner.config import Settings
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
-from runner.errors import GuestUnreachable, InfraError, UsageError
+from runner.errors import GuestUnreachable, InfraError
 from runner.guest.base import GuestShell
 from runner.guest.ssh import SshShell
+from runner.guest.winrm import WinRmShell
 from runner.hypervisor.domain_xml import (
     Accel,
     DirectKernel,
@@ -36,6 +37,7 @@ from runner.hypervisor.domain_xml import (
     EpisodeTag,
     PortForward,
     SlotIdentity,
+    Uefi,
     build_domain_xml,
 )
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -47,6 +49,7 @@ from runner.warm import WarmSlot, slot_lock, warm_identity
 log = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
+NVRAM_FILE = "OVMF_VARS.fd"
 SHELL_READY_TIMEOUT = 240.0
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
@@ -70,17 +73,24 @@ class Endpoints:
 
     domain: str
     vnc: str
-    ssh_host: str
-    ssh_port: int
-    ssh_user: str
-    ssh_key: str
+    shell: str  # ssh (linux) or winrm (windows)
+    host: str
+    port: int
+    user: str
+    ssh_key: str | None = None
 
     def as_json(self) -> dict:
-        return {
-            "domain": self.domain,
-            "vnc": self.vnc,
-            "ssh": {"host": self.ssh_host, "port": self.ssh_port, "user": self.ssh_user, "key": self.ssh_key},
-        }
+        access: dict = {"host": self.host, "port": self.port, "user": self.user}
+        if self.shell == "ssh":
+            access["key"] = self.ssh_key
+        else:
+            access["endpoint"] = f"http://{self.host}:{self.port}/wsman"
+        return {"domain": self.domain, "vnc": self.vnc, self.shell: access}
+
+    def how_to_connect(self) -> str:
+        if self.shell == "ssh":
+            return f"ssh -i {self.ssh_key} -p {self.port} -o StrictHostKeyChecking=no {self.user}@{self.host}"
+        return f"WinRM http://{self.host}:{self.port}/wsman as {self.user} (password in the image manifest)"
 
 
 @dataclass
@@ -107,8 +117,6 @@ class EpisodeVM:
     ) -> None:
         """WARM: restore that slot's saved state instead of booting (the domain takes the slot's
         fixed name). IDENTITY: the name/UUID/MAC to boot under (default: the run's own slot)."""
-        if image.manifest.profile != "linux" or image.manifest.ssh is None:
-            raise UsageError(f"image {image.name} is a {image.manifest.profile} image; episodes run linux images so far")
         self.host = host
         self.image = image
         self.settings = settings
@@ -122,7 +130,7 @@ class EpisodeVM:
         self.artifacts = artifacts
         self.workdir = settings.episodes_dir / self.identity.name
         self.timings = Timings()
-        self._shell: SshShell | None = None
+        self._shell: GuestShell | None = None
         self._display: VncDisplay | None = None
         self._domain = None
         self._domain_xml = ""
@@ -177,7 +185,6 @@ class EpisodeVM:
 
     def _start(self) -> None:
         manifest = self.image.manifest
-        assert manifest.ssh is not None and manifest.boot is not None
         if self.warm is not None:
             # The slot's fixed domain name and folder are this episode's only while it holds the slot.
             lock = slot_lock(self.image, self.warm.state.slot)
@@ -195,14 +202,18 @@ class EpisodeVM:
 
         t = time.monotonic()
         create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
+        if manifest.firmware is not None:
+            # Each episode boots from its own variable store: what Windows writes to NVRAM stays here.
+            source = self.warm.nvram if self.warm else self.image.path(manifest.firmware.vars)
+            shutil.copyfile(source, self.workdir / NVRAM_FILE)
         self.timings.mark("overlay", t)
 
         t = time.monotonic()
         self._undo.append(("destroy domain", lambda: self.host.destroy(self.name)))
         for attempt in range(1, START_ATTEMPTS + 1):
-            ssh_port = free_port()
+            shell_port = free_port()
             spec = episode_domain_spec(
-                self.image, self.identity, self.workdir, self.options.accel, ssh_port, owner,
+                self.image, self.identity, self.workdir, self.options.accel, shell_port, owner,
                 self.host.uri, self.options.memory_mib, run_id=self.run_id,
             )
             self._domain_xml = build_domain_xml(spec)
@@ -215,20 +226,24 @@ class EpisodeVM:
             except InfraError as exc:
                 if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
                     raise
-                log.warning("port %d was taken before QEMU bound it; retrying", ssh_port)
+                log.warning("port %d was taken before QEMU bound it; retrying", shell_port)
         self.timings.mark("restore" if self.warm else "domain_start", t)
 
         vnc_port = self.host.vnc_port(self._domain)
-        self.endpoints = Endpoints(
-            domain=self.name, vnc=f"127.0.0.1:{vnc_port}", ssh_host="127.0.0.1", ssh_port=ssh_port,
-            ssh_user=manifest.ssh.user, ssh_key=str(self.image.path(manifest.ssh.private_key)),
-        )
         capture = self._libvirt_capture if self.options.capture == "libvirt" else None
         self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset)
         self._undo.append(("close display", self._display.close))
-        self._shell = SshShell(
-            "127.0.0.1", ssh_port, manifest.ssh.user, self.image.path(manifest.ssh.private_key), manifest.ssh.host_key
-        )
+        if manifest.ssh is not None:
+            key = self.image.path(manifest.ssh.private_key)
+            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "ssh", "127.0.0.1", shell_port,
+                                       manifest.ssh.user, str(key))
+            self._shell = SshShell("127.0.0.1", shell_port, manifest.ssh.user, key, manifest.ssh.host_key)
+        else:
+            assert manifest.winrm is not None
+            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "winrm", "127.0.0.1", shell_port,
+                                       manifest.winrm.user)
+            self._shell = WinRmShell("127.0.0.1", shell_port, manifest.winrm.user, manifest.winrm.password,
+                                     transport=manifest.winrm.transport)
         self._undo.append(("close shell", self._shell.close))
 
         t = time.monotonic()
@@ -242,18 +257,24 @@ class EpisodeVM:
 
     def _set_clock(self) -> None:
         """A restored guest wakes up at the time it was saved: give it the host's."""
-        result = self.shell.run(f"sudo -n date -u -s @{time.time():.3f} >/dev/null", timeout=20)
+        now = time.time()
+        script = (f"sudo -n date -u -s @{now:.3f} >/dev/null" if self.image.manifest.profile == "linux" else
+                  f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
+                  " | Out-Null")
+        result = self.shell.run(script, timeout=20)
         if not result.ok:
             raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
 
-    def save_state(self, ram: Path, disk: Path) -> None:
-        """Saves the running VM's RAM state to RAM and moves its disk overlay to DISK: a warm slot.
+    def save_state(self, ram: Path, disk: Path, nvram: Path | None = None) -> None:
+        """Saves the running VM's RAM state to RAM and moves its disk overlay to DISK (and its
+        UEFI variable store to NVRAM): a warm slot.
 
         The guest's buffers are synced first and the shell closed, so the state holds no open
         session and the saved disk is what the saved RAM believes is on it. The domain is gone after.
         """
         assert self._domain is not None and self._shell is not None
-        result = self._shell.run("sync", timeout=60)
+        sync = "sync" if self.image.manifest.profile == "linux" else "Write-VolumeCache -DriveLetter C"
+        result = self._shell.run(sync, timeout=60)
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
         self._shell.close()
@@ -262,6 +283,8 @@ class EpisodeVM:
         self.host.save(self._domain, ram)
         self._domain = None
         shutil.move(self.workdir / "overlay.qcow2", disk)
+        if nvram is not None and (self.workdir / NVRAM_FILE).exists():
+            shutil.move(self.workdir / NVRAM_FILE, nvram)
 
     def _libvirt_capture(self) -> bytes:
         return png_from_any(*self.host.screenshot(self._domain))
@@ -349,7 +372,7 @@ def episode_domain_spec(
     identity: SlotIdentity,
     workdir: Path,
     accel: Accel,
-    ssh_port: int,
+    shell_port: int,
     owner: Owner,
     libvirt_uri: str,
     memory_mib: int | None = None,
@@ -358,7 +381,6 @@ def episode_domain_spec(
 ) -> DomainSpec:
     """The domain an episode of IMAGE on slot IDENTITY gets: one definition for runs and dry runs."""
     m = image.manifest
-    assert m.ssh is not None
     return DomainSpec(
         identity=identity,
         accel=accel,
@@ -366,7 +388,8 @@ def episode_domain_spec(
         serial_log=workdir / "serial.log",
         tag=EpisodeTag(run_id or identity.pool, identity.slot, owner.pid, owner.start, workdir),
         boot=DirectKernel(image.path(m.boot.kernel), image.path(m.boot.initrd), m.boot.cmdline) if m.boot else None,
-        forwards=(PortForward(ssh_port, m.ssh.port),),
+        firmware=Uefi(Path(m.firmware.code), workdir / NVRAM_FILE) if m.firmware else None,
+        forwards=(PortForward(shell_port, m.shell_port),),
         memory_mib=memory_mib or m.memory_mib,
         run_as=run_as_for(libvirt_uri),
     )

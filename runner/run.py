@@ -30,6 +30,7 @@ from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
 from runner.warm import plan_start
+from runner.windows_image import licence_warning
 
 DEFAULT_IMAGE = {"linux": "linux-test", "windows": "windows-11"}
 EXIT_INFRA = 3
@@ -90,6 +91,8 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     previous = _check_out_dir(out_dir, log, request.resume, suite)
 
     image.verify_disk()
+    if (warning := licence_warning(image)) is not None:
+        console.print(f"[yellow]{warning}[/]")
     accel, probe = resolve_accel(settings, image, request.accel)
     finished = log.finished()
     work = [(t, trial) for trial in range(1, request.trials + 1) for t in tasks if (t.id, trial) not in finished]

@@ -27,10 +27,23 @@ def new_run_id() -> str:
     return secrets.token_hex(3)
 
 
-def resolve_accel(settings: Settings, image: Image, requested: str) -> tuple[Accel, AccelProbe]:
-    kernel = image.path(image.manifest.boot.kernel) if image.manifest.boot else None
-    probe = cached_probe(settings.cache_dir, kernel)
+def resolve_accel(settings: Settings, image: Image | None, requested: str) -> tuple[Accel, AccelProbe]:
+    probe = cached_probe(settings.cache_dir, probe_kernel(settings, image))
     return choose_accel(requested, probe), probe
+
+
+def probe_kernel(settings: Settings, image: Image | None) -> Path | None:
+    """A Linux kernel to boot for the KVM probe: the image's own, else linux-test's, else the
+    host's. A Windows image has none, and KVM either works for any kernel or for none."""
+    candidates = [image] if image is not None else []
+    linux = Catalog(settings.images_dir).find("linux-test")
+    if linux is not None:
+        candidates.append(linux)
+    for candidate in candidates:
+        if candidate.manifest.boot is not None:
+            return candidate.path(candidate.manifest.boot.kernel)
+    host_kernels = sorted(Path("/boot").glob("vmlinuz-*"))
+    return host_kernels[-1] if host_kernels else None
 
 
 @contextmanager
@@ -79,5 +92,5 @@ def print_dry_run(settings: Settings, image_name: str, accel: str) -> str:
     chosen, _ = resolve_accel(settings, image, accel)
     identity = SlotIdentity("dryrun", 0)
     spec = episode_domain_spec(image, identity, settings.episodes_dir / identity.name, chosen,
-                               ssh_port=0, owner=me(), libvirt_uri=settings.libvirt_uri)
+                               shell_port=0, owner=me(), libvirt_uri=settings.libvirt_uri)
     return build_domain_xml(spec)

@@ -47,6 +47,7 @@ WARM_DIR = "warm"
 STATE_FILE = "warm.json"
 BASE_DISK = "base.qcow2"
 RAM_FILE = "ram.save"
+NVRAM_FILE = "nvram.fd"  # UEFI images: the variable store as it was at the save
 OWNER_FILE = "owner.json"
 StartMode = Literal["warm", "cold", "auto"]
 START_MODES = ("warm", "cold", "auto")
@@ -101,6 +102,10 @@ class WarmSlot:
     @property
     def ram(self) -> Path:
         return self.folder / RAM_FILE
+
+    @property
+    def nvram(self) -> Path:
+        return self.folder / NVRAM_FILE
 
     @property
     def bytes(self) -> int:
@@ -184,7 +189,7 @@ def device_xml(image: Image, accel: Accel, libvirt_uri: str) -> str:
     what is left is the machine a saved state must be restored into."""
     from runner.episode import episode_domain_spec  # episode imports this module
 
-    spec = episode_domain_spec(image, warm_identity(image.name, 0), Path("/warm-episode"), accel, ssh_port=1,
+    spec = episode_domain_spec(image, warm_identity(image.name, 0), Path("/warm-episode"), accel, shell_port=1,
                                owner=Owner(0, 0), libvirt_uri=libvirt_uri, run_id="warm")
     return build_domain_xml(spec)
 
@@ -300,7 +305,7 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
                 if image.manifest.guest_agent:
                     GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
                 progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
-                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK)
+                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / NVRAM_FILE)
             (scratch / BASE_DISK).chmod(0o444)
             (scratch / RAM_FILE).chmod(0o444)
             state = WarmState(image=image.name, slot=slot, deps=current, created_at=datetime.now(UTC),

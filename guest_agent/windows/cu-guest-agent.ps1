@@ -6,7 +6,7 @@
   The same commands and JSON as the Linux agent (guest_agent/linux/cu_guest_agent.py):
     cu-guest-agent.ps1 ping
     cu-guest-agent.ps1 windows
-    cu-guest-agent.ps1 tree [-App NAME] [-MaxDepth N] [-MaxNodes N]
+    cu-guest-agent.ps1 tree [--app NAME] [--max-depth N] [--max-nodes N]
   UI Automation only sees the desktop from inside the logged-on user's session, so the
   image runs it there (a scheduled task of the autologon user, see packer/windows-11);
   errors go to stderr with exit code 2.
@@ -15,10 +15,26 @@ param(
     [Parameter(Position = 0, Mandatory = $true)]
     [ValidateSet('ping', 'windows', 'tree')]
     [string]$Command,
-    [string]$App = '',
-    [int]$MaxDepth = 20,
-    [int]$MaxNodes = 500
+    # The Linux agent's flags, so the runner calls both the same way: --app, --max-depth, --max-nodes.
+    [Parameter(ValueFromRemainingArguments = $true)]
+    [string[]]$Rest = @()
 )
+
+$App = ''
+$MaxDepth = 20
+$MaxNodes = 500
+for ($i = 0; $i -lt $Rest.Count; $i += 2) {
+    $value = if ($i + 1 -lt $Rest.Count) { $Rest[$i + 1] } else { '' }
+    switch ($Rest[$i]) {
+        '--app' { $App = $value }
+        '--max-depth' { $MaxDepth = [int]$value }
+        '--max-nodes' { $MaxNodes = [int]$value }
+        default {
+            [Console]::Error.WriteLine("cu-guest-agent: unknown option $($Rest[$i])")
+            exit 2
+        }
+    }
+}
 
 $ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'

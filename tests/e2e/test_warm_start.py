@@ -15,7 +15,7 @@ from vmtools import cu_run, leftovers
 
 from runner.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.warm import STATE_FILE, list_slots, warm_image
+from runner.warm import STATE_FILE, warm_image
 
 
 @pytest.fixture(scope="module")

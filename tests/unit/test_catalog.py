@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.catalog import Catalog, Credentials, ImageManifest, ScreenSize, sha256_file
+from runner.catalog import Catalog, Credentials, ImageManifest, ScreenSize, SshAccess, sha256_file
 from runner.errors import UsageError
 
 
@@ -15,7 +15,7 @@ def make_image(root, name="linux-test", disk_bytes=b"golden"):
         name=name, profile="linux", disk="disk.qcow2", disk_sha256=sha256_file(folder / "disk.qcow2"),
         disk_bytes=len(disk_bytes), screen=ScreenSize(width=1280, height=800),
         credentials=Credentials(user="cu", password="cu"), built_at=datetime.now(UTC), build_seconds=1.0,
-        builder="test",
+        builder="test", ssh=SshAccess(user="cu", private_key="keys/client_key", host_key="ssh-ed25519 AAAA"),
     )
     (folder / "manifest.json").write_text(json.dumps(manifest.model_dump(mode="json")))
     return folder

@@ -9,32 +9,15 @@ import pytest
 from runner.hypervisor.domain_xml import (
     CU_NS,
     QEMU_NS,
-    DirectKernel,
-    DomainSpec,
-    EpisodeTag,
     PortForward,
     SlotIdentity,
     build_domain_xml,
     parse_episode_tag,
 )
 
+from domain_specs import spec, windows_spec
+
 GOLDEN = Path(__file__).parent.parent / "golden"
-
-
-def spec(**overrides) -> DomainSpec:
-    base = dict(
-        identity=SlotIdentity("r1a2b3", 0),
-        accel="tcg",
-        disk=Path("/cache/episodes/cu-r1a2b3-0/overlay.qcow2"),
-        serial_log=Path("/cache/episodes/cu-r1a2b3-0/serial.log"),
-        tag=EpisodeTag("r1a2b3", 0, 4242, 987654, Path("/cache/episodes/cu-r1a2b3-0")),
-        boot=DirectKernel(Path("/cache/images/linux-test/vmlinuz"), Path("/cache/images/linux-test/initrd.img"),
-                          "root=/dev/vda rw console=ttyS0,115200"),
-        forwards=(PortForward(40022, 22),),
-        run_as=(0, 0),
-    )
-    base.update(overrides)
-    return DomainSpec(**base)
 
 
 def check_golden(name: str, xml: str) -> None:
@@ -96,3 +79,26 @@ def test_episode_tag_round_trips_through_metadata():
 def test_metadata_without_a_field_is_rejected():
     with pytest.raises(ValueError, match="owner-pid"):
         parse_episode_tag(f'<episode xmlns="{CU_NS}"><run>x</run><slot>0</slot></episode>')
+
+
+def test_windows_tcg_domain_matches_golden():
+    check_golden("domain-windows-tcg.xml", build_domain_xml(windows_spec()))
+
+
+def test_windows_kvm_domain_matches_golden():
+    check_golden("domain-windows-kvm.xml", build_domain_xml(windows_spec(accel="kvm", run_as=None)))
+
+
+def test_windows_domain_is_uefi_q35_with_its_own_nvram_and_a_usb_tablet():
+    root = ET.fromstring(build_domain_xml(windows_spec()))
+    assert root.find("./os/type").get("machine") == "q35"
+    loader = root.find("./os/loader")
+    assert loader.get("type") == "pflash" and loader.get("readonly") == "yes"
+    assert root.find("./os/nvram").text == "/cache/episodes/cu-r1a2b3-0/OVMF_VARS.fd"  # per episode, not shared
+    assert root.find("./os/kernel") is None
+    assert root.find("./devices/input[@type='tablet']").get("bus") == "usb"
+    assert root.find("./devices/disk/target").get("bus") == "virtio"
+    args = [a.get("value") for a in root.iter(f"{{{QEMU_NS}}}arg")]
+    assert "hostfwd=tcp:127.0.0.1:45985-:5985" in args[args.index("-netdev") + 1]
+    assert "bus=pcie.0" in args[args.index("-device") + 1]
+    assert root.find("./cpu").get("mode") == "maximum"

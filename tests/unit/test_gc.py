@@ -1,7 +1,6 @@
 """gc against libvirt's own test driver: dead owners' domains and folders go, live ones stay."""
 
 import json
-from pathlib import Path
 
 import pytest
 

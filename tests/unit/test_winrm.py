@@ -124,3 +124,26 @@ def transport_error(code, text=""):
 ])
 def test_transient_or_permanent(exc, transient):
     assert is_transient_winrm_error(exc) is transient
+
+
+def test_a_windows_task_script_runs_with_its_files_staged(server):
+    """windows-core's find-and-fix verifier over WinRM: files staged under C:\\cu-task, $env:TASK_DIR set."""
+    from runner.task_scripts import run_task_script
+    from runner.tasks import load_suite
+
+    (task,) = load_suite("windows-core").select(["find-and-fix"])
+    seen = {}
+
+    def guest(script):
+        if "Set-Location -LiteralPath $env:USERPROFILE" in script:
+            seen["script"] = script
+            seen["staged"] = sorted(server.files)
+            return Reply(b"PASS\r\n")
+        return Reply()
+
+    server.handler = guest
+    result = run_task_script(shell_for(server), task, "verify")
+    assert result.stdout == "PASS\r\n"
+    assert "$env:TASK_DIR = 'C:\\cu-task'" in seen["script"]
+    assert seen["script"].endswith(task.script("verify").read_text())
+    assert "C:\\cu-task\\config.ps1" in seen["staged"] and "C:\\cu-task\\verify.ps1" in seen["staged"]

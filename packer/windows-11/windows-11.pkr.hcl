@@ -1,0 +1,167 @@
+# Windows 11 golden image for cu-run: an air-gapped build with the qemu builder.
+#
+# Every input is a local file; `cu-run image build windows-11` checks each one (present,
+# sha256, free disk, packer, OVMF) before it calls packer with these variables. Nothing is
+# downloaded: the ISO's checksum is verified by packer too, the rest by cu-run.
+#
+# Works with Debian's packer 1.6.6 (qemu builder built in) and with a current Packer whose
+# qemu plugin is installed in its plugin folder (no required_plugins block, so an
+# air-gapped packer never tries to fetch it). UEFI comes from OVMF through pflash
+# (-blockdev + -machine pflash0/1): a -drive or -device in qemuargs would make packer
+# drop its own disk and CD arguments. The virtio drivers travel on the CUSETUP CD, not as
+# a second ISO, for the same reason. Windows 11's TPM and Secure Boot checks are bypassed with LabConfig (see
+# autounattend.xml): clones carry no TPM state to copy or to diverge.
+
+variable "iso_path" {
+  type        = string
+  description = "Windows 11 ISO (an evaluation ISO works)"
+}
+variable "iso_sha256" {
+  type = string
+}
+variable "autounattend" {
+  type        = string
+  description = "the answer file with the password filled in (cu-run writes it from autounattend.xml)"
+}
+variable "drivers_dir" {
+  type        = string
+  description = "virtio storage, network and input drivers for Windows 11, extracted from the virtio-win ISO by cu-run"
+}
+variable "python_installer" {
+  type        = string
+  description = "python-3.13.x-amd64.exe, installed offline"
+}
+variable "evals_seed_dir" {
+  type        = string
+  description = "seed files copied to C:\\evals"
+}
+variable "ovmf_code" {
+  type    = string
+  default = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+}
+variable "ovmf_vars" {
+  type        = string
+  description = "a writable copy of OVMF_VARS for this build (cu-run makes it)"
+}
+variable "output_dir" {
+  type = string
+}
+variable "accelerator" {
+  type    = string
+  default = "kvm"
+}
+variable "cpu_model" {
+  type        = string
+  default     = "host"
+  description = "host under KVM; max under TCG (Windows 11 24H2 needs x86-64-v2)"
+}
+variable "memory_mib" {
+  type    = number
+  default = 4096
+}
+variable "cpus" {
+  type    = number
+  default = 2
+}
+variable "disk_size" {
+  type    = string
+  default = "64G"
+}
+variable "admin_user" {
+  type    = string
+  default = "cu"
+}
+variable "admin_password" {
+  type = string
+}
+variable "screen_width" {
+  type    = number
+  default = 1280
+}
+variable "screen_height" {
+  type    = number
+  default = 800
+}
+
+source "qemu" "windows-11" {
+  iso_url          = var.iso_path
+  iso_checksum     = "sha256:${var.iso_sha256}"
+  output_directory = var.output_dir
+  vm_name          = "disk.qcow2"
+  format           = "qcow2"
+  disk_size        = var.disk_size
+  disk_interface   = "virtio"
+  disk_cache       = "unsafe"
+  disk_discard     = "unmap"
+  disk_compression = true
+  accelerator      = var.accelerator
+  machine_type     = "q35"
+  memory           = var.memory_mib
+  cpus             = var.cpus
+  net_device       = "virtio-net"
+  headless         = true
+  vnc_bind_address = "127.0.0.1"
+
+  # The answer file, the first-logon script and the virtio drivers ride on a CD labelled
+  # CUSETUP; Windows Setup finds autounattend.xml at the root of any removable medium.
+  cd_files = [var.autounattend, "${path.root}/setup/", var.drivers_dir]
+  cd_label = "CUSETUP"
+
+  qemuargs = [
+    ["-blockdev", "node-name=ovmf-code,driver=file,filename=${var.ovmf_code},read-only=on"],
+    ["-blockdev", "node-name=ovmf-vars,driver=file,filename=${var.ovmf_vars}"],
+    ["-machine", "type=q35,accel=${var.accelerator},pflash0=ovmf-code,pflash1=ovmf-vars"],
+    ["-cpu", var.cpu_model],
+  ]
+
+  boot_wait    = "2s"
+  boot_command = ["<enter><wait><enter><wait><enter>"] # "Press any key to boot from CD or DVD"
+
+  communicator     = "winrm"
+  winrm_username   = var.admin_user
+  winrm_password   = var.admin_password
+  winrm_use_ntlm   = true
+  winrm_timeout    = "6h" # setup under TCG takes hours; under KVM ~20 min
+  shutdown_command = "shutdown /s /t 5 /f /d p:4:1 /c \"cu-run image build\""
+  shutdown_timeout = "1h"
+}
+
+build {
+  sources = ["source.qemu.windows-11"]
+
+  provisioner "file" {
+    source      = var.python_installer
+    destination = "C:\\cu-run\\python-installer.exe"
+  }
+  provisioner "file" {
+    source      = "${path.root}/../../guest_agent/windows/"
+    destination = "C:\\cu-run\\guest-agent"
+  }
+  provisioner "file" {
+    source      = "${var.evals_seed_dir}/"
+    destination = "C:\\evals"
+  }
+
+  provisioner "powershell" {
+    environment_vars = [
+      "CU_USER=${var.admin_user}",
+      "CU_PASSWORD=${var.admin_password}",
+      "CU_SCREEN_WIDTH=${var.screen_width}",
+      "CU_SCREEN_HEIGHT=${var.screen_height}",
+    ]
+    scripts = [
+      "${path.root}/scripts/install-python.ps1",
+      "${path.root}/scripts/autologon.ps1",
+      "${path.root}/scripts/quiet-desktop.ps1",
+      "${path.root}/scripts/install-guest-agent.ps1",
+    ]
+  }
+
+  provisioner "windows-restart" {
+    restart_timeout = "1h"
+  }
+
+  provisioner "powershell" {
+    scripts = ["${path.root}/scripts/cleanup.ps1"]
+  }
+}

@@ -1,0 +1,315 @@
+"""`cu-run image build windows-11`: the air-gapped Packer build of the Windows 11 golden image.
+
+Before packer starts, every input is checked and every problem reported at once (a
+missing ISO, a checksum that does not match, too little disk, no packer, no qemu plugin
+for a current packer, no OVMF, no xorriso), so a two-hour build never dies at minute
+90 over something a check could have seen. Then: a private copy of OVMF's variable
+store, the virtio drivers extracted from the virtio-win ISO onto the setup CD, the answer
+file with the password written in, and packer with the template in packer/windows-11/.
+The result goes into the catalog with its manifest (profile windows, sha256, WinRM
+credentials, firmware, screen, the evaluation licence's expiry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from runner import __version__
+from runner.catalog import (
+    MANIFEST,
+    Catalog,
+    Credentials,
+    Image,
+    ImageManifest,
+    ScreenSize,
+    UefiFirmware,
+    WinRmAccess,
+    sha256_file,
+)
+from runner.config import PROJECT_ROOT
+from runner.errors import InfraError, UsageError
+
+TEMPLATE_DIR = PROJECT_ROOT / "packer" / "windows-11"
+TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
+DEFAULT_SEED = TEMPLATE_DIR / "evals-seed"
+OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
+                   ("/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"),
+                   ("/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"))
+# Storage, SCSI, network, input and balloon drivers; w11 where the ISO has it, else w10.
+VIRTIO_DRIVERS = ("viostor", "vioscsi", "NetKVM", "vioinput", "Balloon")
+MIN_FREE_GIB = 40
+USER = "cu"
+SCREEN = ScreenSize(width=1280, height=800)
+GUEST_AGENT = r"& 'C:\cu-run\guest-agent\invoke.ps1'"
+# Ready once the autologon user's shell is up: explorer runs in an interactive session.
+DESKTOP_READY = ("if (Get-Process -Name explorer -IncludeUserName -ErrorAction SilentlyContinue | "
+                 "Where-Object { $_.UserName -like '*\\" + USER + "' }) { exit 0 } else { exit 1 }")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class WindowsInputs:
+    iso: Path
+    virtio_iso: Path
+    python_installer: Path
+    evals_seed: Path = DEFAULT_SEED
+    iso_sha256: str | None = None
+    virtio_sha256: str | None = None
+    python_sha256: str | None = None
+    password: str | None = None
+    licence_days: int = 90  # an evaluation ISO's licence; 0: not time-limited
+    accel: str = "kvm"
+    memory_mib: int = 4096
+    cpus: int = 2
+    disk_size: str = "64G"
+
+
+@dataclass(frozen=True)
+class Tools:
+    packer: str
+    packer_version: tuple[int, int, int]
+    ovmf_code: str
+    ovmf_vars: str
+    xorriso: str
+
+
+def preflight(inputs: WindowsInputs, catalog_root: Path, progress: Progress = lambda _l: None) -> Tools:
+    """Checks everything the build needs; raises one UsageError listing every problem."""
+    problems: list[str] = []
+    for label, path, expected in (("Windows ISO (--iso)", inputs.iso, inputs.iso_sha256),
+                                  ("virtio-win ISO (--virtio-iso)", inputs.virtio_iso, inputs.virtio_sha256),
+                                  ("Python installer (--python-installer)", inputs.python_installer,
+                                   inputs.python_sha256)):
+        if not path.is_file():
+            problems.append(f"{label}: {path} does not exist")
+            continue
+        if not os.access(path, os.R_OK):
+            problems.append(f"{label}: {path} is not readable")
+            continue
+        if expected:
+            progress(f"checking the sha256 of {path.name}")
+            actual = sha256_file(path)
+            if actual.lower() != expected.lower():
+                problems.append(f"{label}: {path} has sha256 {actual}, expected {expected}")
+    if inputs.python_installer.is_file() and not re.match(r"python-3\.13\.\d+-amd64\.exe$", inputs.python_installer.name):
+        problems.append(f"Python installer: {inputs.python_installer.name} is not a python-3.13.x-amd64.exe")
+    if not inputs.evals_seed.is_dir():
+        problems.append(f"C:\\evals seed (--evals-seed): {inputs.evals_seed} is not a folder")
+    catalog_root.mkdir(parents=True, exist_ok=True)
+    free_gib = shutil.disk_usage(catalog_root).free / 2**30
+    if free_gib < MIN_FREE_GIB:
+        problems.append(f"disk: {free_gib:.0f} GiB free at {catalog_root}, the build needs {MIN_FREE_GIB} GiB")
+    if inputs.accel not in ("kvm", "tcg"):
+        problems.append(f"--accel must be kvm or tcg, not {inputs.accel!r}")
+    if inputs.licence_days < 0:
+        problems.append("--licence-days must be 0 (not time-limited) or more")
+
+    packer = shutil.which("packer")
+    version = (0, 0, 0)
+    if packer is None:
+        problems.append("packer: not on PATH (Debian: apt install packer; or a current Packer, see the README)")
+    else:
+        version = packer_version(packer)
+        if version >= (1, 7, 0) and not qemu_plugin_installed(packer):
+            problems.append(f"packer {'.'.join(map(str, version))}: the qemu plugin is not installed "
+                            "(air-gapped: copy packer-plugin-qemu into ~/.config/packer/plugins, see the README)")
+    ovmf = next(((c, v) for c, v in OVMF_CANDIDATES if Path(c).is_file() and Path(v).is_file()), None)
+    if ovmf is None:
+        problems.append("OVMF: no OVMF_CODE/OVMF_VARS pair found (apt install ovmf)")
+    xorriso = shutil.which("xorriso")
+    if xorriso is None:
+        problems.append("xorriso: not on PATH; it extracts the virtio drivers and makes the setup CD "
+                        "(apt install xorriso)")
+    if shutil.which("qemu-system-x86_64") is None:
+        problems.append("qemu-system-x86_64: not on PATH (apt install qemu-system-x86)")
+    if problems:
+        raise UsageError("cannot build windows-11:\n  - " + "\n  - ".join(problems),
+                         fix="fix each problem above, then run the same command again")
+    assert packer is not None and ovmf is not None and xorriso is not None
+    return Tools(packer, version, ovmf[0], ovmf[1], xorriso)
+
+
+def packer_version(packer: str) -> tuple[int, int, int]:
+    out = subprocess.run([packer, "version"], capture_output=True, text=True, timeout=30).stdout
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(g) for g in match.groups()) if match else (0, 0, 0)  # type: ignore[return-value]
+
+
+def qemu_plugin_installed(packer: str) -> bool:
+    """A current packer finds plugins in its plugin folders; an air-gapped host installs them by hand."""
+    listed = subprocess.run([packer, "plugins", "installed"], capture_output=True, text=True, timeout=30)
+    if listed.returncode == 0 and "qemu" in listed.stdout:
+        return True
+    folders = [Path(os.environ.get("PACKER_PLUGIN_PATH", "")), Path.home() / ".config/packer/plugins",
+               Path.home() / ".packer.d/plugins"]
+    return any(p.name.startswith("packer-plugin-qemu") for f in folders if f.is_dir() for p in f.rglob("*"))
+
+
+def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, password: str, iso_sha256: str) -> dict:
+    """The -var values the template takes: one place, checked against the template by
+    `packer validate` in the tests."""
+    return {
+        "iso_path": str(inputs.iso.resolve()),
+        "iso_sha256": iso_sha256,
+        "autounattend": str(work / "autounattend.xml"),
+        "drivers_dir": str(work / "drivers"),
+        "python_installer": str(inputs.python_installer.resolve()),
+        "evals_seed_dir": str(inputs.evals_seed.resolve()),
+        "ovmf_code": tools_ovmf_code,
+        "ovmf_vars": str(work / "OVMF_VARS.fd"),
+        "output_dir": str(work / "output"),
+        "accelerator": inputs.accel,
+        "cpu_model": "host" if inputs.accel == "kvm" else "max",
+        "memory_mib": str(inputs.memory_mib),
+        "cpus": str(inputs.cpus),
+        "disk_size": inputs.disk_size,
+        "admin_user": USER,
+        "admin_password": password,
+        "screen_width": str(SCREEN.width),
+        "screen_height": str(SCREEN.height),
+    }
+
+
+def packer_argv(packer: str, action: str, variables: dict) -> list[str]:
+    argv = [packer, action]
+    for name, value in variables.items():
+        argv += ["-var", f"{name}={value}"]
+    return argv + [str(TEMPLATE)]
+
+
+def write_autounattend(dest: Path, password: str) -> None:
+    text = (TEMPLATE_DIR / "autounattend.xml").read_text()
+    # The password sits in XML text: escape what XML would otherwise read as markup.
+    escaped = password.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    dest.write_text(text.replace("CU_PASSWORD_PLACEHOLDER", escaped))
+
+
+def extract_drivers(xorriso: str, virtio_iso: Path, dest: Path) -> list[str]:
+    """Copies each driver's Windows 11 amd64 folder (w10 where there is no w11) out of the
+    virtio-win ISO into DEST/<driver>; returns what was found."""
+    found = []
+    dest.mkdir(parents=True, exist_ok=True)
+    for driver in VIRTIO_DRIVERS:
+        for version in ("w11", "w10"):
+            target = dest / driver
+            done = subprocess.run([xorriso, "-osirrox", "on", "-indev", str(virtio_iso), "-extract",
+                                   f"/{driver}/{version}/amd64", str(target)], capture_output=True, text=True)
+            if done.returncode == 0 and target.is_dir() and any(target.iterdir()):
+                found.append(f"{driver}/{version}")
+                break
+            shutil.rmtree(target, ignore_errors=True)
+    if not any(f.startswith(("viostor", "vioscsi")) for f in found) or not any(f.startswith("NetKVM") for f in found):
+        raise UsageError(f"{virtio_iso} holds no Windows 10/11 amd64 storage and network drivers "
+                         f"(found: {', '.join(found) or 'none'})",
+                         fix="use a virtio-win ISO from the virtio-win project (0.1.240 or later)")
+    return found
+
+
+def template_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in TEMPLATE_DIR.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(TEMPLATE_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_windows_image(catalog: Catalog, name: str, inputs: WindowsInputs, *, progress: Progress = print) -> Image:
+    tools = preflight(inputs, catalog.root, progress)
+    password = inputs.password or secrets.token_urlsafe(12)
+    iso_sha256 = inputs.iso_sha256 or _hash_with_progress(inputs.iso, progress)
+    work = catalog.root / f".build-{name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        shutil.copyfile(tools.ovmf_vars, work / "OVMF_VARS.fd")
+        progress("extracting the virtio drivers")
+        drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / "drivers")
+        progress(f"drivers: {', '.join(drivers)}")
+        write_autounattend(work / "autounattend.xml", password)
+        variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256)
+        _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
+        disk = work / "output" / "disk.qcow2"
+        if not disk.is_file():
+            raise InfraError(f"packer finished but left no disk at {disk}", fix=f"read {work / 'packer.log'}")
+        shutil.move(disk, work / "disk.qcow2")
+        shutil.rmtree(work / "output", ignore_errors=True)
+        progress("hashing the golden disk")
+        built_at = datetime.now(UTC)
+        manifest = ImageManifest(
+            name=name, profile="windows", disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
+            disk_bytes=(work / "disk.qcow2").stat().st_size,
+            firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
+            screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,
+            memory_mib=inputs.memory_mib, credentials=Credentials(user=USER, password=password),
+            winrm=WinRmAccess(user=USER, password=password),
+            licence_expires=(built_at.date() + timedelta(days=inputs.licence_days)) if inputs.licence_days else None,
+            built_at=built_at, build_seconds=round(time.monotonic() - started, 1),
+            builder=f"cu-run {__version__} packer template {template_hash()}",
+        )
+        for scratch in ("drivers", "autounattend.xml"):  # the answer file holds the password
+            target = work / scratch
+            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+        (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+        (work / MANIFEST).chmod(0o600)
+        (work / "disk.qcow2").chmod(0o444)
+        final = catalog.folder(name)
+        if final.exists():
+            shutil.rmtree(final)
+        work.rename(final)
+    except BaseException:
+        log = work / "packer.log"
+        if log.exists():
+            shutil.copy(log, catalog.root / f".build-{name}.failed.log")
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return catalog.get(name)
+
+
+def _hash_with_progress(path: Path, progress: Progress) -> str:
+    progress(f"hashing {path.name} ({path.stat().st_size / 2**30:.1f} GiB)")
+    return sha256_file(path)
+
+
+def _run_packer(argv: list[str], work: Path, progress: Progress) -> None:
+    log_path = work / "packer.log"
+    shown = [a if not a.startswith("admin_password=") else "admin_password=***" for a in argv]
+    with log_path.open("w") as log:
+        log.write(" ".join(shown) + "\n")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=TEMPLATE_DIR,
+                                env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1"))
+        assert proc.stdout is not None
+        tail: list[str] = []
+        for line in proc.stdout:
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-15:]
+            if "==>" in line:
+                progress(line.split("==>", 1)[1].strip())
+        code = proc.wait()
+    if code != 0:
+        raise InfraError(f"packer build failed (exit {code}); last lines:\n  " + "\n  ".join(tail),
+                         fix="the whole log is kept beside the catalog as .build-<image>.failed.log")
+
+
+def licence_warning(image: Image, today: date | None = None) -> str | None:
+    """A line to show when IMAGE's evaluation licence ends within 14 days (or has ended)."""
+    expires = image.manifest.licence_expires
+    if expires is None:
+        return None
+    days = (expires - (today or date.today())).days
+    if days < 0:
+        return f"image {image.name}: its Windows evaluation licence ended on {expires}; rebuild it"
+    if days < 14:
+        return f"image {image.name}: its Windows evaluation licence ends in {days} days ({expires}); rebuild it soon"
+    return None
