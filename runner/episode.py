@@ -123,7 +123,7 @@ class EpisodeVM:
         self.options = options or EpisodeOptions()
         self.warm = warm
         if warm is not None:
-            identity = warm_identity(image.name, warm.state.slot)
+            identity = warm_identity(image, warm.state.slot)
         self.identity = identity or SlotIdentity(run_id, slot)
         self.run_id = run_id
         self.slot = slot

@@ -200,10 +200,7 @@ def load_suite_rules(folder: Path) -> tuple[SafetyRule, ...]:
     path = folder / SUITE_SAFETY
     if not path.is_file():
         return ()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    data = _read_yaml(path)
     if not isinstance(data, list):
         raise UsageError(f"{path}: expected a list of rules ({{id, typed|keys|click_region|allowed_tools}})")
     rules = []
@@ -219,10 +216,7 @@ def load_task(folder: Path) -> Task:
     path = folder / "task.yaml"
     if not path.is_file():
         raise UsageError(f"{path}: missing; every task folder needs a task.yaml")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping of fields (id, instruction, profile, ...), got {type(data).__name__}")
     try:
@@ -242,6 +236,13 @@ def load_task(folder: Path) -> Task:
                 raise UsageError(f"{path}: lists {kind} script {name!r} but {folder / kind / (name + task.ext)} "
                                  "is missing")
     return task
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
 
 
 def _describe(exc: ValidationError) -> str:

@@ -1,7 +1,7 @@
 """Warm start: per-slot saved RAM states that an episode restores in seconds instead of booting.
 
 libvirt restores a saved state only into a domain with the name and UUID it was saved
-under, so warm states belong to fixed slots (``cu-warm-<image>-<slot>``). Each slot
+under, so warm states belong to fixed slots (``cu-warm-<image>-<catalog hash>-<slot>``). Each slot
 boots once from its own overlay of the golden disk, is saved, and that overlay is
 frozen; an episode on the slot gets a fresh overlay on the frozen one and restores the
 RAM state with the disk path (and ports, serial log, metadata) changed.
@@ -76,8 +76,11 @@ class WarmState(Frozen):
     base_bytes: int
 
 
-def warm_identity(image_name: str, slot: int) -> SlotIdentity:
-    return SlotIdentity(f"warm-{image_name}", slot)
+def warm_identity(image: Image, slot: int) -> SlotIdentity:
+    """cu-warm-<image>-<folder hash>-<slot>: fixed for the slot, and distinct for the same
+    image in two catalogs (two CU_RUN_HOMEs on one host never fight over a name)."""
+    folder = hashlib.sha256(str(image.folder.resolve()).encode()).hexdigest()[:4]
+    return SlotIdentity(f"warm-{image.name}-{folder}", slot)
 
 
 def warm_root(image: Image) -> Path:
@@ -189,7 +192,7 @@ def device_xml(image: Image, accel: Accel, libvirt_uri: str) -> str:
     what is left is the machine a saved state must be restored into."""
     from runner.episode import episode_domain_spec  # episode imports this module
 
-    spec = episode_domain_spec(image, warm_identity(image.name, 0), Path("/warm-episode"), accel, shell_port=1,
+    spec = episode_domain_spec(image, warm_identity(image, 0), Path("/warm-episode"), accel, shell_port=1,
                                owner=Owner(0, 0), libvirt_uri=libvirt_uri, run_id="warm")
     return build_domain_xml(spec)
 
@@ -300,7 +303,7 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
             started = time.monotonic()
             progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
             vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
-                           identity=warm_identity(image.name, slot))
+                           identity=warm_identity(image, slot))
             with vm:
                 if image.manifest.guest_agent:
                     GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering

@@ -1,76 +1,129 @@
-"""`cu-run mcp` as an MCP client starts it: a fresh VM served over stdio, removed when the client leaves."""
+"""`cu-run mcp` as an MCP client starts it, over stdio and over streamable HTTP: the same
+conformance run over each transport, every tool called, what matters seen from inside the
+guest; then the VM is gone."""
 
 import base64
 import io
 import json
 import os
+import select
+import signal
+import subprocess
 import sys
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from PIL import Image
 from vmtools import leftovers
 
-from runner.mcp_server import DEFAULT_TOOLSETS, TOOLSETS
+from runner.mcp_server import TOOLSETS
+
+ALL_SETS = ("screen", "mouse", "keyboard", "files", "accessibility")
+SERVE = ["-m", "runner", "mcp", "--tools", ",".join(ALL_SETS), "--file-root", "/home/cu"]
+TYPED = 'A_b>c|d~e "q" $HOME {x} 100%'
+
+
+def text_of(result) -> str:
+    return " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def call(client, name, args=None):
+    result = await client.call_tool(name, args or {})
+    assert not result.is_error, f"{name} {args}: {text_of(result)}"
+    return result
+
+
+async def exercise_every_tool(client) -> dict:
+    """Calls every tool of every set once and returns what the checks need."""
+    names = sorted(t.name for t in (await client.list_tools()).tools)
+    shot = await call(client, "computer_use_screenshot")
+    region = await call(client, "computer_use_screenshot_region", {"x": 10, "y": 20, "width": 300, "height": 200,
+                                                                    "format": "jpeg"})
+    info = await call(client, "computer_use_display_info")
+    # Into the terminal, through the GUI alone: the guest writes where its pointer is and what
+    # arrived from the keyboard; file_download brings both back.
+    await call(client, "computer_use_mouse_click", {"x": 200, "y": 150})
+    await anyio.sleep(0.6)
+    command = (f"xdotool getmouselocation --shell > ~/mcp-pos.txt; printf '%s\\n' '{TYPED}' > ~/mcp-typed.txt\n")
+    await call(client, "computer_use_keyboard_type", {"text": command})
+    position = typed = ""
+    for _ in range(40):
+        await anyio.sleep(0.5)
+        listing = text_of(await call(client, "list_files", {"path": "."}))
+        if "mcp-typed.txt" in listing:
+            await anyio.sleep(0.3)
+            position = text_of(await call(client, "file_download", {"path": "mcp-pos.txt"}))
+            typed = text_of(await call(client, "file_download", {"path": "mcp-typed.txt"}))
+            break
+    pointer = json.loads(text_of(await call(client, "computer_use_mouse_position")))
+    await call(client, "computer_use_keyboard_press", {"key": "escape"})
+    await call(client, "computer_use_keyboard_hotkey", {"keys": "ctrl+l"})
+    await call(client, "computer_use_mouse_move", {"x": 900, "y": 600})
+    await call(client, "computer_use_mouse_drag", {"start_x": 900, "start_y": 600, "end_x": 950, "end_y": 650})
+    await call(client, "computer_use_mouse_scroll", {"x": 900, "y": 600, "direction": "down", "amount": 2})
+    windows = json.loads(text_of(await call(client, "computer_use_windows")))
+    tree = json.loads(text_of(await call(client, "computer_use_accessibility_tree", {"max_depth": 3})))
+    off_screen = await client.call_tool("computer_use_mouse_click", {"x": 1280, "y": 10})
+    outside = await client.call_tool("file_download", {"path": "../../etc/passwd"})
+    return dict(names=names, shot=shot, region=region, info=json.loads(text_of(info)), position=position,
+                typed=typed, pointer=pointer, windows=windows, tree=tree, off_screen=off_screen, outside=outside)
+
+
+def check_conformance(seen: dict) -> None:
+    assert seen["names"] == sorted(t for s in ALL_SETS for t in TOOLSETS[s])
+    image = Image.open(io.BytesIO(base64.b64decode(seen["shot"].content[0].data)))
+    assert image.format == "PNG" and image.size == (1280, 800)
+    region = Image.open(io.BytesIO(base64.b64decode(seen["region"].content[0].data)))
+    assert region.format == "JPEG" and region.size == (300, 200)
+    assert seen["info"] == {"width": 1280, "height": 800}
+    assert "X=200\n" in seen["position"] and "Y=150\n" in seen["position"], seen["position"]  # the click landed there
+    assert seen["typed"] == TYPED + "\n"  # every symbol arrived as typed
+    assert seen["pointer"] == {"x": 200, "y": 150}
+    assert [w["app"] for w in seen["windows"]["windows"]] == ["XTerm"]
+    assert seen["tree"]["role"] == "desktop"
+    assert seen["off_screen"].is_error and "outside" in text_of(seen["off_screen"])
+    assert seen["outside"].is_error and "outside /home/cu" in text_of(seen["outside"])
 
 
 def test_mcp_over_stdio_serves_a_fresh_vm_and_removes_it(linux_image, host, settings, tmp_path):
     # The SDK hands a stdio server only a minimal environment: pass ours (CU_RUN_HOME, ...).
     params = StdioServerParameters(command=sys.executable, env=dict(os.environ),
-                                   args=["-m", "runner", "mcp", "--trajectory", str(tmp_path / "traj"),
-                                         "--tools", "screen,mouse,keyboard,accessibility"])
+                                   args=SERVE + ["--trajectory", str(tmp_path / "traj")])
 
     async def session():
         async with Client(params, read_timeout_seconds=300) as client:
-            names = sorted(t.name for t in (await client.list_tools()).tools)
-            shot = await client.call_tool("computer_use_screenshot", {})
-            info = await client.call_tool("computer_use_display_info", {})
-            bad = await client.call_tool("computer_use_keyboard_press", {"key": "nosuchkey"})
-            windows = await client.call_tool("computer_use_windows", {})
-            return names, shot, info, bad, windows
+            return await exercise_every_tool(client)
 
-    names, shot, info, bad, windows = anyio.run(session)
-    assert names == sorted(t for s in DEFAULT_TOOLSETS + ("accessibility",) for t in TOOLSETS[s])
-    (terminal,) = json.loads(windows.content[0].text)["windows"]
-    assert terminal["app"] == "XTerm" and terminal["geometry"]["width"] > 400
-    image = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data)))
-    assert image.size == (1280, 800)
-    assert '"width":1280' in info.content[0].text.replace(" ", "")
-    assert bad.is_error and "unknown key" in bad.content[0].text
-    assert (tmp_path / "traj" / "trajectory.jsonl").read_text().count("\n") == 4
+    seen = anyio.run(session)
+    check_conformance(seen)
+    steps = [json.loads(l) for l in (tmp_path / "traj" / "trajectory.jsonl").read_text().splitlines()]
+    assert steps[0]["tool"] == "computer_use_screenshot" and steps[0]["screenshot"] == "step-0001.png"
+    assert {"step", "time", "tool", "arguments", "result", "duration_s"} <= set(steps[0])
     assert leftovers(host, settings) == []
 
 
 def test_mcp_over_http_needs_the_token_and_removes_the_vm_on_sigterm(linux_image, host, settings):
-    import select
-    import signal
-    import subprocess
-
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "mcp", "--transport", "http"],
+    proc = subprocess.Popen([sys.executable, *SERVE, "--transport", "http"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 300)
         assert ready, "cu-run mcp --transport http printed nothing"
         endpoint = json.loads(proc.stdout.readline())
         assert endpoint["url"].startswith("http://127.0.0.1:")
-        refused = httpx2.post(endpoint["url"], json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                              headers={"accept": "application/json, text/event-stream"})
-        assert refused.status_code == 401
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = {"accept": "application/json, text/event-stream"}
+        assert httpx2.post(endpoint["url"], json=request, headers=accept).status_code == 401
+        wrong = {**accept, "authorization": "Bearer not-the-token"}
+        assert httpx2.post(endpoint["url"], json=request, headers=wrong).status_code == 401
 
         async def session():
-            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {endpoint['token']}"})
+            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {endpoint['token']}"}, timeout=120)
             async with Client(streamable_http_client(endpoint["url"], http_client=http)) as client:
-                shot = await client.call_tool("computer_use_screenshot", {"scale": 0.5})
-                click = await client.call_tool("computer_use_mouse_click", {"x": 640, "y": 400})
-                return shot, click
+                return await exercise_every_tool(client)
 
-        shot, click = anyio.run(session)
-        image = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data)))
-        assert image.size == (640, 400)
-        assert not click.is_error
+        check_conformance(anyio.run(session))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)

@@ -15,7 +15,7 @@ from vmtools import cu_run, leftovers
 
 from runner.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.warm import STATE_FILE, warm_image
+from runner.warm import STATE_FILE, list_slots, warm_identity, warm_image
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,8 @@ def test_two_warm_episodes_at_once_each_have_their_own_disk(host, settings, linu
         vms = [stack.enter_context(EpisodeVM(host, linux_image, settings, run_id="warmtest", slot=s.state.slot,
                                              options=EpisodeOptions(accel=accel), warm=s))
                for s in warm_slots]
-        assert [vm.name for vm in vms] == ["cu-warm-linux-test-0", "cu-warm-linux-test-1"]
+        assert [vm.name for vm in vms] == [warm_identity(linux_image, 0).name, warm_identity(linux_image, 1).name]
+        assert vms[0].name.startswith("cu-warm-linux-test-") and vms[0].name.endswith("-0")
         assert all(host.is_running(vm.name) for vm in vms)
         for vm in vms:
             assert "restore" in vm.timings.phases and "desktop_ready" in vm.timings.phases
@@ -106,4 +107,40 @@ def test_a_stale_warm_state_is_refused_and_auto_boots_cold(tmp_path, linux_image
         _, stderr = proc.communicate(timeout=60)
     assert "starting cold: slot 0's warm state is stale: the golden disk changed" in stderr, stderr
     assert host.lookup(endpoints["domain"]) is None
+    shutil.rmtree(home)
+
+
+def test_an_interrupted_warm_leaves_nothing_half_made_and_a_rerun_finishes(tmp_path, linux_image, host, settings):
+    """SIGINT while a slot boots: no scratch folder, no domain, no lock held; then the same command completes."""
+    home = tmp_path / "home"
+    folder = home / "images" / "linux-test"
+    folder.mkdir(parents=True)
+    for entry in linux_image.folder.iterdir():
+        if entry.name != "warm":
+            (folder / entry.name).symlink_to(entry)
+    env = {**os.environ, "CU_RUN_HOME": str(home), "COLUMNS": "400"}
+    command = [sys.executable, "-m", "runner", "image", "warm", "linux-test", "--slots", "1", "--accel", "tcg"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = ""
+    while "booting" not in seen:
+        ready, _, _ = select.select([proc.stderr], [], [], 120)
+        assert ready, f"image warm printed nothing; so far: {seen!r}"
+        seen += proc.stderr.readline()
+    time.sleep(8)  # well into the boot: the domain exists
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    from runner.catalog import Catalog
+
+    image = Catalog(home / "images").get("linux-test")
+    warm = folder / "warm"
+    assert list_slots(image) == [] and not list(warm.glob("slot-*.partial-*")) and not (warm / "slot-0").exists()
+    assert host.lookup(warm_identity(image, 0).name) is None
+    episodes = home / "episodes"
+    assert not episodes.exists() or not any(episodes.iterdir())
+
+    finished = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert finished.returncode == 0, finished.stderr
+    (slot,) = list_slots(image)
+    assert slot.state.slot == 0 and slot.ram.stat().st_size > 50 * 2**20
     shutil.rmtree(home)
