@@ -59,6 +59,7 @@ class WarmDeps(Frozen):
     golden_sha256: str
     kernel_sha256: str | None
     initrd_sha256: str | None
+    firmware_sha256: str | None = None  # OVMF's code (windows); None for a direct kernel boot
     qemu: str
     libvirt: str
     accel: str
@@ -153,6 +154,7 @@ def stale_reasons(saved: WarmDeps, current: WarmDeps) -> list[str]:
         "golden_sha256": "the golden disk changed",
         "kernel_sha256": "the kernel changed",
         "initrd_sha256": "the initrd changed",
+        "firmware_sha256": "the UEFI firmware changed",
         "qemu": "QEMU's version changed",
         "libvirt": "libvirt's version changed",
         "accel": "the accelerator changed",
@@ -173,12 +175,13 @@ def _short(value: object) -> str:
 
 
 def current_deps(host: LibvirtHost, image: Image, accel: Accel, device_xml: str) -> WarmDeps:
-    boot = image.manifest.boot
+    boot, firmware = image.manifest.boot, image.manifest.firmware
     versions = host.versions()
     return WarmDeps(
         golden_sha256=image.manifest.disk_sha256,
         kernel_sha256=sha256_file(image.path(boot.kernel)) if boot else None,
         initrd_sha256=sha256_file(image.path(boot.initrd)) if boot else None,
+        firmware_sha256=sha256_file(Path(firmware.code)) if firmware else None,
         qemu=versions["hypervisor"],
         libvirt=versions["libvirt"],
         accel=accel,

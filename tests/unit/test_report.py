@@ -89,3 +89,16 @@ def test_chromium_shows_the_screenshots(tmp_path):
         return any(all(abs(a - b) <= 12 for a, b in zip(c, rgb)) for c in colours)
 
     assert shown(INITIAL) and shown(FINAL) and shown(STEP)
+
+
+def test_cu_run_report_regenerates_both_files(tmp_path):
+    import sys
+
+    run = planted_run(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "runner", "report", str(run)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (run / "report.html").is_file() and (run / "junit.xml").is_file()
+    missing = subprocess.run([sys.executable, "-m", "runner", "report", str(tmp_path / "nothing")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "not a run folder" in missing.stderr

@@ -78,3 +78,13 @@ def test_compare_overall_real_and_noise(tmp_path):
     noise = write_results(tmp_path / "noise", records({t: (2 + (i % 3) - 1, 10) for i, t in enumerate(tasks)}))
     assert compare_runs(a, real)["overall"]["beyond_noise"]
     assert not compare_runs(a, noise)["overall"]["beyond_noise"]
+
+
+def test_the_stable_gate_leaves_flaky_tasks_out():
+    from runner.run import gate_failure
+
+    summary = summarize(records({"solid": (3, 3), "wobbly": (1, 3), "other": (3, 3)}), ["solid", "wobbly", "other"])
+    assert "success rate 0.7778 is under --fail-under 0.9" in gate_failure(summary, 0.9, "all")
+    assert gate_failure(summary, 0.9, "stable") is None
+    broken = summarize(records({"solid": (0, 3), "wobbly": (1, 3)}), ["solid", "wobbly"])
+    assert "flaky left out: wobbly" in gate_failure(broken, 0.5, "stable")

@@ -21,6 +21,7 @@ from runner.warm import (
     plan_start,
     slot_folder,
     stale_reasons,
+    warm_identity,
 )
 
 URI = "qemu:///system"
@@ -82,6 +83,7 @@ def test_identical_deps_are_current_and_each_change_is_named(image):
         "device_xml_sha256": ("f" * 64, "device XML changed"),
         "accel": ("kvm", "accelerator changed"),
         "kernel_sha256": ("1" * 64, "kernel changed"),
+        "firmware_sha256": ("2" * 64, "UEFI firmware changed"),
     }
     for field, (value, phrase) in cases.items():
         (reason,) = stale_reasons(now.model_copy(update={field: value}), now)
@@ -91,7 +93,7 @@ def test_identical_deps_are_current_and_each_change_is_named(image):
 def test_device_xml_has_no_per_episode_values_but_follows_the_machine(image):
     xml = device_xml(image, "tcg", URI)
     assert xml == device_xml(image, "tcg", URI)
-    assert "cu-warm-linux-test-0" in xml and "/warm-episode/overlay.qcow2" in xml
+    assert f"<name>{warm_identity(image, 0).name}</name>" in xml and "/warm-episode/overlay.qcow2" in xml
     assert xml != device_xml(image, "kvm", URI)
     assert deps_now(image).device_xml_sha256 != deps_now(image, accel="kvm").device_xml_sha256
 
@@ -150,3 +152,10 @@ def test_a_slot_is_held_by_one_episode_at_a_time(tmp_path):
     first.release()
     second.acquire(timeout=1)
     second.release()
+
+
+def test_warm_names_differ_between_catalogs_but_not_between_calls(tmp_path):
+    one, two = make_image(tmp_path / "a"), make_image(tmp_path / "b")
+    assert warm_identity(one, 0) == warm_identity(one, 0)
+    assert warm_identity(one, 0).name != warm_identity(two, 0).name
+    assert warm_identity(one, 0).name.startswith("cu-warm-linux-test-") and warm_identity(one, 1).name.endswith("-1")

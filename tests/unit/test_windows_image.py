@@ -210,3 +210,18 @@ def test_windows_episode_domain_uses_the_image_firmware_and_forwards_winrm(tmp_p
     assert spec.firmware.nvram == tmp_path / "ep" / "OVMF_VARS.fd"
     assert [(f.host_port, f.guest_port) for f in spec.forwards] == [(45985, 5985)]
     assert spec.boot is None
+
+
+def test_doctor_warns_about_an_ending_licence(tmp_path):
+    import json as _json
+
+    from runner.config import Settings
+    from runner.doctor import _licences
+
+    settings = Settings.resolve(cache_dir=tmp_path)
+    folder = settings.images_dir / "windows-11"
+    folder.mkdir(parents=True)
+    manifest = windows_manifest(licence_expires=date.today() + timedelta(days=5))
+    (folder / "manifest.json").write_text(_json.dumps(manifest.model_dump(mode="json")))
+    (check,) = _licences(settings)
+    assert check.status == "warn" and "ends in 5 days" in check.detail and "--force" in check.fix
