@@ -23,14 +23,16 @@ def results(run_dir: Path) -> list[dict]:
 
 
 def test_validate_linux_core_on_a_pool_of_two(linux_image, host, settings, tmp_path):
+    """Cold on purpose: the boot path stays covered while the other e2e tests start warm."""
     out = tmp_path / "validate"
-    result = cu_run("validate", "--suite", "linux-core", "--vm-pool", "2", "--out", str(out))
+    result = cu_run("validate", "--suite", "linux-core", "--vm-pool", "2", "--start", "cold", "--out", str(out))
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
     oracle, nop = results(out / "oracle"), results(out / "nop")
     assert sorted(r["task_id"] for r in oracle) == sorted(t.name for t in (SUITES_DIR / "linux-core").iterdir())
     assert {r["outcome"] for r in oracle} == {"pass"}
     assert len(nop) == 8 and {r["outcome"] for r in nop} == {"fail"}
+    assert all("domain_start" in r["phases"] and "restore" not in r["phases"] for r in oracle + nop)
 
     # Two slots really ran at once: some pair of episodes on different slots overlaps in time.
     spans = [(e["slot"], datetime.fromisoformat(e["started_at"]), datetime.fromisoformat(e["ended_at"]))

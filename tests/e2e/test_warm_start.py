@@ -10,18 +10,11 @@ import subprocess
 import sys
 import time
 
-import pytest
 from vmtools import cu_run, leftovers
 
 from runner.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.warm import STATE_FILE, list_slots, warm_identity, warm_image
-
-
-@pytest.fixture(scope="module")
-def warm_slots(host, settings, linux_image, accel):
-    """Two warm slots of linux-test, made by the project's own code if missing or stale."""
-    return warm_image(host, settings, linux_image, 2, accel, progress=lambda _line: None)
+from runner.warm import STATE_FILE, list_slots, warm_identity
 
 
 def test_image_list_shows_the_warm_states(warm_slots):
