@@ -60,15 +60,20 @@ def test_validate_with_warm_start_passes_as_the_cold_run_does(warm_slots, tmp_pa
     assert all("restore" in l["phases"] and "domain_start" not in l["phases"] for l in lines)
 
 
-def stale_catalog(tmp_path, linux_image, warm_slots):
-    """A catalog beside the real one whose linux-test has one warm slot with a changed golden sha256
-    recorded (files linked, not copied)."""
+def linked_catalog(tmp_path, linux_image):
+    """A second catalog (CU_RUN_HOME) whose linux-test links the real image's files, without its warm states."""
     home = tmp_path / "home"
     folder = home / "images" / "linux-test"
     folder.mkdir(parents=True)
     for entry in linux_image.folder.iterdir():
         if entry.name != "warm":
             (folder / entry.name).symlink_to(entry)
+    return home, folder
+
+
+def stale_catalog(tmp_path, linux_image, warm_slots):
+    """A linked catalog whose linux-test has one warm slot with a changed golden sha256 recorded."""
+    home, folder = linked_catalog(tmp_path, linux_image)
     slot = folder / "warm" / "slot-0"
     slot.mkdir(parents=True)
     for name in ("base.qcow2", "ram.save"):
@@ -105,12 +110,7 @@ def test_a_stale_warm_state_is_refused_and_auto_boots_cold(tmp_path, linux_image
 
 def test_an_interrupted_warm_leaves_nothing_half_made_and_a_rerun_finishes(tmp_path, linux_image, host, settings):
     """SIGINT while a slot boots: no scratch folder, no domain, no lock held; then the same command completes."""
-    home = tmp_path / "home"
-    folder = home / "images" / "linux-test"
-    folder.mkdir(parents=True)
-    for entry in linux_image.folder.iterdir():
-        if entry.name != "warm":
-            (folder / entry.name).symlink_to(entry)
+    home, folder = linked_catalog(tmp_path, linux_image)
     env = {**os.environ, "CU_RUN_HOME": str(home), "COLUMNS": "400"}
     command = [sys.executable, "-m", "runner", "image", "warm", "linux-test", "--slots", "1", "--accel", "tcg"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
