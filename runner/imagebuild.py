@@ -175,24 +175,32 @@ def _make_keys(keys: Path) -> None:
         )
 
 
-def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> None:
-    log_path = work / "build.log"
+def run_logged(argv: list[str], log_path: Path, step: Callable[[str], str | None], progress: Progress, *,
+               env: dict[str, str] | None = None, cwd: Path | None = None, header: str = "",
+               keep: int = 20) -> tuple[int, list[str]]:
+    """Runs a long build command with its output (stdout and stderr) going to LOG_PATH; the lines
+    STEP picks a step name from go to PROGRESS. Returns the exit code and the last KEEP lines."""
     with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            ["sh", str(script), str(work), str(keys)],
-            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py")),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        log.write(header)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
         assert proc.stdout is not None
         tail: list[str] = []
         for line in proc.stdout:
             log.write(line)
-            tail = (tail + [line.rstrip()])[-20:]
-            if line.startswith(("==", "I: ")):
-                progress(line.strip().lstrip("= ").removeprefix("I: "))
-        code = proc.wait()
+            tail = (tail + [line.rstrip()])[-keep:]
+            if (name := step(line)) is not None:
+                progress(name)
+        return proc.wait(), tail
+
+
+def _recipe_step(line: str) -> str | None:
+    return line.strip().lstrip("= ").removeprefix("I: ") if line.startswith(("==", "I: ")) else None
+
+
+def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> None:
+    log_path = work / "build.log"
+    code, tail = run_logged(["sh", str(script), str(work), str(keys)], log_path, _recipe_step, progress,
+                            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py")))
     if code != 0:
         kept = work.parent / f"{work.name}.failed.log"
         shutil.copy(log_path, kept)

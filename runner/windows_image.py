@@ -39,6 +39,7 @@ from runner.catalog import (
 )
 from runner.config import PROJECT_ROOT
 from runner.errors import InfraError, UsageError
+from runner.imagebuild import run_logged
 
 TEMPLATE_DIR = PROJECT_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
@@ -56,7 +57,7 @@ GUEST_AGENT = r"& 'C:\cu-run\guest-agent\invoke.ps1'"
 DESKTOP_READY = ("if (Get-Process -Name explorer -IncludeUserName -ErrorAction SilentlyContinue | "
                  "Where-Object { $_.UserName -like '*\\" + USER + "' }) { exit 0 } else { exit 1 }")
 
-Progress = Callable[[str], None]
+Progress = Callable[[str], None]  # as in imagebuild
 
 
 @dataclass(frozen=True)
@@ -282,21 +283,15 @@ def _hash_with_progress(path: Path, progress: Progress) -> str:
     return sha256_file(path)
 
 
+def _packer_step(line: str) -> str | None:
+    return line.split("==>", 1)[1].strip() if "==>" in line else None
+
+
 def _run_packer(argv: list[str], work: Path, progress: Progress) -> None:
-    log_path = work / "packer.log"
     shown = [a if not a.startswith("admin_password=") else "admin_password=***" for a in argv]
-    with log_path.open("w") as log:
-        log.write(" ".join(shown) + "\n")
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=TEMPLATE_DIR,
-                                env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1"))
-        assert proc.stdout is not None
-        tail: list[str] = []
-        for line in proc.stdout:
-            log.write(line)
-            tail = (tail + [line.rstrip()])[-15:]
-            if "==>" in line:
-                progress(line.split("==>", 1)[1].strip())
-        code = proc.wait()
+    code, tail = run_logged(argv, work / "packer.log", _packer_step, progress, cwd=TEMPLATE_DIR, keep=15,
+                            env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1"),
+                            header=" ".join(shown) + "\n")
     if code != 0:
         raise InfraError(f"packer build failed (exit {code}); last lines:\n  " + "\n  ".join(tail),
                          fix="the whole log is kept beside the catalog as .build-<image>.failed.log")
