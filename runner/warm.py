@@ -174,7 +174,7 @@ def _short(value: object) -> str:
     return text[:12] + "..." if len(text) > 16 else text
 
 
-def current_deps(host: LibvirtHost, image: Image, accel: Accel, device_xml: str) -> WarmDeps:
+def current_deps(host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str) -> WarmDeps:
     boot, firmware = image.manifest.boot, image.manifest.firmware
     versions = host.versions()
     return WarmDeps(
@@ -185,7 +185,7 @@ def current_deps(host: LibvirtHost, image: Image, accel: Accel, device_xml: str)
         qemu=versions["hypervisor"],
         libvirt=versions["libvirt"],
         accel=accel,
-        device_xml_sha256=hashlib.sha256(device_xml.encode()).hexdigest(),
+        device_xml_sha256=hashlib.sha256(device_xml(image, accel, libvirt_uri).encode()).hexdigest(),
         memory_mib=image.manifest.memory_mib,
     )
 
@@ -217,9 +217,10 @@ def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, li
         raise UsageError(f"--start must be one of {', '.join(START_MODES)}, not {requested!r}")
     if requested == "cold":
         return StartPlan("cold", {})
-    current = current_deps(host, image, accel, device_xml(image, accel, libvirt_uri))
+    current = current_deps(host, image, accel, libvirt_uri)
     slots: dict[int, WarmSlot] = {}
     problems: list[str] = []
+    stale = False
     for slot in range(vm_pool):
         found = load_slot(image, slot)
         if found is None:
@@ -228,11 +229,12 @@ def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, li
         reasons = stale_reasons(found.state.deps, current)
         if reasons:
             problems.append(f"slot {slot}'s warm state is stale: {'; '.join(reasons)}")
+            stale = True
             continue
         slots[slot] = found
     if not problems:
         return StartPlan("warm", slots)
-    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if any("stale" in p for p in problems) else "")
+    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
     if requested == "warm":
         raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
     return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
@@ -286,7 +288,7 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
     if slots < 1:
         raise UsageError("--slots must be at least 1")
     image.verify_disk()
-    current = current_deps(host, image, accel, device_xml(image, accel, settings.libvirt_uri))
+    current = current_deps(host, image, accel, settings.libvirt_uri)
     done = []
     for slot in range(slots):
         found = load_slot(image, slot)
@@ -341,7 +343,8 @@ def remove_warm(image: Image) -> list[str]:
     removed = []
     for slot in sorted(root.glob("slot-*")):
         if slot.is_dir():
-            lock = SlotLock(slot.with_name(slot.name + ".lock"), slot.name) if not slot.name.count(".") else None
+            index = slot.name.removeprefix("slot-")
+            lock = slot_lock(image, int(index)) if index.isdigit() else None  # a .partial folder has none
             if lock is not None:
                 lock.acquire(timeout=60)  # never pull a state from under a running episode
             try:

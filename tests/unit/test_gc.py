@@ -84,11 +84,11 @@ def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
 def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, tmp_path):
     from test_warm_states import FakeHost, make_image, write_slot
 
-    from runner.warm import current_deps, device_xml
+    from runner.warm import current_deps
 
     settings = Settings.resolve(cache_dir=tmp_path)
     image = make_image(settings.images_dir)
-    complete = write_slot(image, 0, current_deps(FakeHost(), image, "tcg", device_xml(image, "tcg", "qemu:///system")))
+    complete = write_slot(image, 0, current_deps(FakeHost(), image, "tcg", "qemu:///system"))
     dead = complete.with_name("slot-1.partial-999")
     alive = complete.with_name("slot-2.partial-1")
     for folder, owner in ((dead, DEAD), (alive, me())):

@@ -70,7 +70,7 @@ def image(tmp_path):
 
 
 def deps_now(image, host=None, accel="tcg"):
-    return current_deps(host or FakeHost(), image, accel, device_xml(image, accel, URI))
+    return current_deps(host or FakeHost(), image, accel, URI)
 
 
 def test_identical_deps_are_current_and_each_change_is_named(image):
