@@ -53,8 +53,8 @@ NVRAM_FILE = "OVMF_VARS.fd"
 SHELL_READY_TIMEOUT = 240.0
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
-START_ATTEMPTS = 3
-WARM_SLOT_WAIT = 300.0  # another run's episode on the same warm slot finishes well within this  # a free port can be taken between finding it and QEMU binding it
+START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU binding it
+WARM_SLOT_WAIT = 300.0  # another run's episode on the same warm slot finishes well within this
 
 
 @dataclass

@@ -213,7 +213,7 @@ class Harness:
         vm.check_alive()
         (ep_dir / "final.png").write_bytes(vm.display.screenshot())
         after = self._listing(vm, task, watch, phases, "write_set_after")
-        changed = self._unexpected_changes(task, before, after, ep_dir)
+        changed = self._unexpected_changes(task, watch, before, after, ep_dir)
 
         self._set(slot, task, trial, "verify")
         t = time.monotonic()
@@ -275,8 +275,8 @@ class Harness:
         phases[phase] = round(time.monotonic() - t, 3)
         return listing
 
-    def _unexpected_changes(self, task: Task, before: Manifest | None, after: Manifest | None,
-                            ep_dir: Path) -> list[Change]:
+    def _unexpected_changes(self, task: Task, watch: tuple[str, ...], before: Manifest | None,
+                            after: Manifest | None, ep_dir: Path) -> list[Change]:
         if before is None or after is None:
             return []
         home, spec, profile = self._home(), task.spec.write_set, task.spec.profile
@@ -285,7 +285,7 @@ class Harness:
         ignore = tuple(expand(p, home) for p in DEFAULT_IGNORE[profile] + spec.ignore)
         bad = unexpected(changes, allow, ignore, windows=profile == "windows")
         (ep_dir / "write-set.json").write_text(json.dumps(
-            {"watched": list(self._watched(task)), "allowed": list(allow), "changes": [str(c) for c in changes],
+            {"watched": list(watch), "allowed": list(allow), "changes": [str(c) for c in changes],
              "unexpected": [str(c) for c in bad]}, indent=2) + "\n")
         return bad
 
@@ -306,8 +306,7 @@ class Harness:
         log = ep_dir / "agent.log"
         if not self.agent.needs_mcp:
             return self.agent.run(vm, task, log, None)
-        home = f"/home/{self.pool.image.manifest.credentials.user}"
-        with mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=home,
+        with mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
                          max_steps=self.pool.max_steps) as session:
             result = self.agent.run(vm, task, log, session)
         if session.trajectory.limit_reached:
