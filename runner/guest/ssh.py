@@ -21,6 +21,8 @@ logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 
 # Slack the guest-side `timeout` gets before the host gives up on the channel.
 _KILL_GRACE = 5.0
+# How long output may trail the exit status before the command counts as finished.
+_EOF_GRACE = 2.0
 
 
 def is_transient_ssh_error(exc: BaseException) -> bool:
@@ -134,14 +136,22 @@ class SshShell(GuestShell):
         out, err = bytearray(), bytearray()
         started = time.monotonic()
         deadline = started + timeout + _KILL_GRACE
+        exited_at: float | None = None
         try:
             while True:
                 if channel.recv_ready():
                     out += channel.recv(65536)
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                elif channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-                    break
+                elif channel.exit_status_ready():
+                    # sshd may report the exit status before it has forwarded the last of
+                    # the output, so the status alone is not the end: wait for EOF, but
+                    # only briefly, since a background process the script left holding
+                    # stdout would keep the channel open for as long as it lives.
+                    exited_at = exited_at or time.monotonic()
+                    if channel.eof_received or channel.closed or time.monotonic() - exited_at > _EOF_GRACE:
+                        break
+                    time.sleep(0.01)  # status_event stays set now: poll, do not spin
                 elif channel.closed or not channel.get_transport().is_active():  # type: ignore[union-attr]
                     raise GuestUnreachable(f"SSH to {self.address} dropped while a command ran")
                 elif time.monotonic() > deadline:

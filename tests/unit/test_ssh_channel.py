@@ -1,0 +1,69 @@
+"""SshShell.run against a scripted sshd: output that trails the exit status is kept, and
+a background process holding stdout open does not hold the command up."""
+
+import subprocess
+import threading
+
+import paramiko
+import pytest
+
+from runner.guest.ssh import SshShell
+from fakes.sshd import Eof, Exit, FakeSshServer, Out, Pause, Reached
+
+
+def _keypair(path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return paramiko.Ed25519Key.from_private_key_file(str(path)), path.with_suffix(".pub").read_text()
+
+
+@pytest.fixture
+def keys(tmp_path):
+    host_key, host_pub = _keypair(tmp_path / "host")
+    client_key, _ = _keypair(tmp_path / "client")
+    return host_key, host_pub, client_key, tmp_path / "client"
+
+
+def _shell(server, keys):
+    _, host_pub, _, client_path = keys
+    return SshShell("127.0.0.1", server.port, "user", client_path, host_pub)
+
+
+def test_output_sent_after_the_exit_status_is_not_lost(keys):
+    # sshd may report the exit status before it forwards the script's last output:
+    # the verifier's final FAIL line must still be read.
+    scripts = []
+
+    def handler(command, script):
+        scripts.append(script)
+        return [Out(b"PASS\n"), Exit(0), Pause(0.3), Out(b"FAIL it changed its mind\n"), Eof()]
+
+    host_key, _, client_key, _ = keys
+    with FakeSshServer(host_key, client_key, handler) as server:
+        shell = _shell(server, keys)
+        try:
+            result = shell.run("echo PASS; echo 'FAIL it changed its mind'\n", timeout=30)
+        finally:
+            shell.close()
+    assert result.exit_code == 0
+    assert result.stdout == "PASS\nFAIL it changed its mind\n"
+    assert scripts == [b"echo PASS; echo 'FAIL it changed its mind'\n"]
+
+
+def test_a_background_process_holding_stdout_does_not_hold_the_command(keys):
+    # A setup script that starts an app without redirecting it leaves stdout open: the
+    # command is over when the script exits, not when the app does.
+    app_exited = threading.Event()
+
+    def handler(command, script):
+        return [Out(b"started\n"), Exit(0), Pause(20), Reached(app_exited), Out(b"app exited\n"), Eof()]
+
+    host_key, _, client_key, _ = keys
+    with FakeSshServer(host_key, client_key, handler) as server:
+        shell = _shell(server, keys)
+        try:
+            result = shell.run("mousepad\n", timeout=60)
+        finally:
+            shell.close()
+        returned_before_the_app_exited = not app_exited.is_set()
+    assert result.exit_code == 0 and result.stdout == "started\n"
+    assert returned_before_the_app_exited
