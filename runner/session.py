@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 from runner.catalog import Catalog, Image
@@ -72,16 +72,12 @@ def open_vm(
         vm = EpisodeVM(host, image, settings, run_id=run_id or new_run_id(), slot=0,
                        options=EpisodeOptions(accel=chosen), artifacts=artifacts, warm=plan.slots.get(0))
         how = "restoring its warm state" if plan.mode == "warm" else "a cold boot under TCG takes ~30-60 s"
-        with status(f"starting {vm.name} under {chosen.upper()} ({how})"):
-            vm.start()
-        try:
+        with ExitStack() as stack:
+            with status(f"starting {vm.name} under {chosen.upper()} ({how})"):
+                vm.start()
+            # Started inside the status line; from here on exits as `with vm:` would.
+            stack.push(vm)
             yield vm
-        except BaseException:
-            if artifacts is not None:
-                vm.capture_artifacts(artifacts)
-            raise
-        finally:
-            vm.teardown()
     finally:
         host.close()
 
