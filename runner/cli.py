@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from runner import __version__
 from runner.catalog import Catalog
 from runner.config import Settings
+from runner.console import make_console
 from runner.errors import CuRunError, InfraError, UsageError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -26,8 +26,8 @@ app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
 app.add_typer(tasks_app, name="tasks")
 
-con = Console()
-err = Console(stderr=True)
+con = make_console()
+err = make_console(stderr=True)
 
 CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_HOME",
                                                   help="Image catalog and episode files [default: ~/.cache/cu-run]")]

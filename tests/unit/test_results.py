@@ -32,3 +32,20 @@ def test_summary_leaves_infra_errors_out_of_the_rate():
     assert s["tasks"]["b"]["rate"] == 0.0 and s["tasks"]["b"]["outcomes"]["timeout"] == 1
     assert s["tasks"]["c"]["rate"] is None
     assert s["overall"]["episodes"] == 5 and s["overall"]["rate"] == 0.25
+
+
+def test_summary_printed_to_a_log_keeps_task_ids_and_rates_whole(monkeypatch):
+    # A run's output often goes to a CI log, not a terminal: the summary must stay readable.
+    import io
+
+    from runner.console import make_console
+    from runner.run import _print_summary
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    records = [record("editor-write-save", 1, "pass"), record("image-thumbnails-and-index", 1, "fail")]
+    out = io.StringIO()
+    _print_summary(make_console(file=out), summarize(records, ["editor-write-save", "image-thumbnails-and-index"]))
+    lines = out.getvalue().splitlines()
+    row = next(line for line in lines if "editor-write-save" in line)
+    assert "1.00 [0.21, 1.00]" in row
+    assert any("image-thumbnails-and-index" in line for line in lines)
