@@ -136,15 +136,22 @@ def load_slot(image: Image, slot: int) -> WarmSlot | None:
     return WarmSlot(folder, state)
 
 
-def list_slots(image: Image) -> list[WarmSlot]:
+def _slot_folders(image: Image) -> list[tuple[Path, int | None]]:
+    """Every slot folder of IMAGE with its slot number; None for a warmer's scratch folder."""
     root = warm_root(image)
     if not root.is_dir():
         return []
-    slots = []
+    found = []
     for folder in sorted(root.glob("slot-*")):
-        index = folder.name.removeprefix("slot-")
-        if index.isdigit() and (found := load_slot(image, int(index))) is not None:
-            slots.append(found)
+        if folder.is_dir():
+            index = folder.name.removeprefix("slot-")
+            found.append((folder, int(index) if index.isdigit() else None))
+    return found
+
+
+def list_slots(image: Image) -> list[WarmSlot]:
+    slots = [found for _folder, index in _slot_folders(image)
+             if index is not None and (found := load_slot(image, index)) is not None]
     return sorted(slots, key=lambda s: s.state.slot)
 
 
@@ -337,20 +344,15 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
 
 def remove_warm(image: Image) -> list[str]:
     """Deletes every warm state of IMAGE; returns what was removed."""
-    root = warm_root(image)
-    if not root.is_dir():
-        return []
     removed = []
-    for slot in sorted(root.glob("slot-*")):
-        if slot.is_dir():
-            index = slot.name.removeprefix("slot-")
-            lock = slot_lock(image, int(index)) if index.isdigit() else None  # a .partial folder has none
+    for folder, index in _slot_folders(image):
+        lock = slot_lock(image, index) if index is not None else None  # a scratch folder has none
+        if lock is not None:
+            lock.acquire(timeout=60)  # never pull a state from under a running episode
+        try:
+            shutil.rmtree(folder)
+            removed.append(str(folder))
+        finally:
             if lock is not None:
-                lock.acquire(timeout=60)  # never pull a state from under a running episode
-            try:
-                shutil.rmtree(slot)
-                removed.append(str(slot))
-            finally:
-                if lock is not None:
-                    lock.release()
+                lock.release()
     return removed

@@ -19,7 +19,9 @@ from runner.warm import (
     device_xml,
     list_slots,
     plan_start,
+    remove_warm,
     slot_folder,
+    slot_lock,
     stale_reasons,
     warm_identity,
 )
@@ -134,6 +136,19 @@ def test_cold_needs_nothing_and_unknown_modes_are_refused(image):
     assert plan_start("cold", FakeHost(), image, "tcg", URI, vm_pool=4).mode == "cold"
     with pytest.raises(UsageError, match="--start"):
         plan_start("lukewarm", FakeHost(), image, "tcg", URI, vm_pool=1)
+
+
+def test_remove_warm_deletes_every_slot_and_scratch_folder(image):
+    first = write_slot(image, 0, deps_now(image))
+    second = write_slot(image, 1, deps_now(image))
+    scratch = first.with_name(f"{first.name}.partial-4242")
+    scratch.mkdir()
+    lock = slot_lock(image, 0)  # an episode leaves slot-0.lock beside the folders
+    lock.acquire(timeout=1)
+    lock.release()
+    assert sorted(remove_warm(image)) == sorted(str(f) for f in (first, scratch, second))
+    assert list_slots(image) == [] and not scratch.exists()
+    assert remove_warm(image) == []
 
 
 def test_an_incomplete_slot_is_not_a_warm_state(image):
