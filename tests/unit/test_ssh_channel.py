@@ -23,9 +23,15 @@ def keys(tmp_path):
     return host_key, host_pub, client_key, tmp_path / "client"
 
 
-def _shell(server, keys):
-    _, host_pub, _, client_path = keys
-    return SshShell("127.0.0.1", server.port, "user", client_path, host_pub)
+def _run(keys, handler, script, timeout):
+    """Runs SCRIPT through SshShell against a fake sshd that answers with HANDLER's steps."""
+    host_key, host_pub, client_key, client_path = keys
+    with FakeSshServer(host_key, client_key, handler) as server:
+        shell = SshShell("127.0.0.1", server.port, "user", client_path, host_pub)
+        try:
+            return shell.run(script, timeout=timeout)
+        finally:
+            shell.close()
 
 
 def test_output_sent_after_the_exit_status_is_not_lost(keys):
@@ -37,13 +43,7 @@ def test_output_sent_after_the_exit_status_is_not_lost(keys):
         scripts.append(script)
         return [Out(b"PASS\n"), Exit(0), Pause(0.3), Out(b"FAIL it changed its mind\n"), Eof()]
 
-    host_key, _, client_key, _ = keys
-    with FakeSshServer(host_key, client_key, handler) as server:
-        shell = _shell(server, keys)
-        try:
-            result = shell.run("echo PASS; echo 'FAIL it changed its mind'\n", timeout=30)
-        finally:
-            shell.close()
+    result = _run(keys, handler, "echo PASS; echo 'FAIL it changed its mind'\n", timeout=30)
     assert result.exit_code == 0
     assert result.stdout == "PASS\nFAIL it changed its mind\n"
     assert scripts == [b"echo PASS; echo 'FAIL it changed its mind'\n"]
@@ -57,13 +57,7 @@ def test_a_background_process_holding_stdout_does_not_hold_the_command(keys):
     def handler(command, script):
         return [Out(b"started\n"), Exit(0), Pause(20), Reached(app_exited), Out(b"app exited\n"), Eof()]
 
-    host_key, _, client_key, _ = keys
-    with FakeSshServer(host_key, client_key, handler) as server:
-        shell = _shell(server, keys)
-        try:
-            result = shell.run("mousepad\n", timeout=60)
-        finally:
-            shell.close()
-        returned_before_the_app_exited = not app_exited.is_set()
+    result = _run(keys, handler, "mousepad\n", timeout=60)
+    returned_before_the_app_exited = not app_exited.is_set()
     assert result.exit_code == 0 and result.stdout == "started\n"
     assert returned_before_the_app_exited
