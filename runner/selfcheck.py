@@ -15,8 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.conditions import DisplayObserver, WaitFor, wait_for
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout
+from runner.guest.agent import GuestAgent
 from runner.screen import color_fraction, is_blank, png_size
 
 # Where the image's .xinitrc puts the terminal (xterm -geometry 90x24+40+40).
@@ -118,7 +120,9 @@ def check_click(vm: EpisodeVM, _out: Path | None) -> str:
 def check_typing(vm: EpisodeVM, out: Path | None) -> str:
     vm.shell.run("rm -f /tmp/typed /tmp/symbols", timeout=10)
     vm.display.click(*TERMINAL_POINT)
-    time.sleep(0.3)
+    command = vm.image.manifest.guest_agent
+    if command:  # keys sent before the focus moves go to another window
+        wait_for(WaitFor(focused="XTerm", timeout=60), DisplayObserver(vm.display, GuestAgent(vm.shell, command)))
     vm.display.type(TYPED_TEXT + "\n")
     vm.display.type(f"cat > /tmp/symbols <<'EOF'\n{SYMBOLS}\nEOF\n")
     typed = _wait_file(vm, "/tmp/typed")
@@ -137,7 +141,7 @@ def _guest_pointer(vm: EpisodeVM) -> tuple[int, int]:
     return int(values["X"]), int(values["Y"])
 
 
-def _wait_file(vm: EpisodeVM, path: str, timeout: float = 20.0) -> str:
+def _wait_file(vm: EpisodeVM, path: str, timeout: float = 120.0) -> str:
     deadline = time.monotonic() + timeout
     while True:
         result = vm.shell.run(f"cat {path} 2>/dev/null", timeout=10)

@@ -1,12 +1,21 @@
+import os
+from pathlib import Path
+
 import pytest
 
 from runner.config import Settings
 
+# Tests keep their images, warm states and episodes in a cache of their own, never the
+# user's (~/.cache/cu-run): CU_RUN_TEST_HOME, or ~/.cache/cu-run-tests. Set before any test
+# runs, so every `cu-run` the tests start inherits it too.
+TEST_HOME = Path(os.environ.get("CU_RUN_TEST_HOME") or Path.home() / ".cache" / "cu-run-tests").expanduser()
+os.environ["CU_RUN_HOME"] = str(TEST_HOME)
+
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    """The real cache (CU_RUN_HOME or ~/.cache/cu-run): images are built once and reused."""
-    return Settings.resolve()
+    """The tests' own cache: images are built once there and reused."""
+    return Settings.resolve(TEST_HOME)
 
 
 def pytest_collection_modifyitems(items):

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from vmtools import guest_file, wait_focused, wait_for
 
 from runner.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
@@ -42,13 +43,9 @@ def test_overlay_backs_onto_the_read_only_golden_disk(episode, linux_image):
 def test_typed_command_in_the_terminal_reaches_the_guest(episode):
     episode.shell.run("rm -f /tmp/typed", timeout=10)
     episode.display.click(*TERMINAL_POINT)
+    wait_focused(episode, "XTerm")
     episode.display.type("echo hello-cu > /tmp/typed\n")
-    deadline = time.monotonic() + 20
-    content = ""
-    while time.monotonic() < deadline and not content:
-        content = episode.shell.run("cat /tmp/typed 2>/dev/null", timeout=10).stdout
-        time.sleep(0.3)
-    assert content == "hello-cu\n"
+    assert guest_file(episode, "/tmp/typed") == "hello-cu\n"
 
 
 def test_screenshot_shows_the_desktop_at_its_size(episode, linux_image):
@@ -151,7 +148,7 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
             click = await client.call_tool("computer_use_mouse_click", {"x": 700, "y": 600})
             pointer = episode.shell.run("DISPLAY=:0 xdotool getmouselocation --shell", timeout=15).stdout
             await client.call_tool("computer_use_mouse_click", {"x": TERMINAL_POINT[0], "y": TERMINAL_POINT[1]})
-            await anyio.sleep(0.5)  # let the click's focus change land before typing
+            await anyio.to_thread.run_sync(wait_focused, episode, "XTerm")
             typed = await client.call_tool("computer_use_keyboard_type", {"text": text})
             bad = await client.call_tool("computer_use_mouse_click", {"x": 1280, "y": 10})
             note = await client.call_tool("file_download", {"path": "mcp-note.txt"})
@@ -162,12 +159,7 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
     assert image.format == "PNG" and image.size == (1280, 800)
     assert not click.is_error and "X=700" in pointer and "Y=600" in pointer
     assert not typed.is_error
-    deadline = time.monotonic() + 20
-    content = ""
-    while time.monotonic() < deadline and not content.endswith("\n"):
-        content = episode.shell.run("cat /tmp/mcp-typed 2>/dev/null", timeout=10).stdout
-        time.sleep(0.3)
-    assert content == "MCP: A_b>c|d~e\n"
+    assert guest_file(episode, "/tmp/mcp-typed") == "MCP: A_b>c|d~e\n"
     assert bad.is_error and "outside" in bad.content[0].text
     assert note.content[0].text == "from-guest\n"
     lines = [json.loads(l) for l in (tmp_path / "trajectory.jsonl").read_text().splitlines()]
@@ -201,21 +193,34 @@ def test_accessibility_tools_see_what_the_screen_shows(episode, tmp_path):
         walk(json.loads(result.content[0].text))
         return found
 
+    async def until(call, holds, what: str, timeout: float = 120.0):
+        """Calls CALL until HOLDS(its answer): the guest shows things when it gets to them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = await call()
+            if holds(answer):
+                return answer
+            assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+            await anyio.sleep(0.5)
+
     async def session():
         async with Client(server) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                windows = json.loads((await client.call_tool("computer_use_windows", {})).content[0].text)["windows"]
-                if any(w["app"] == "Mousepad" for w in windows) or time.monotonic() > deadline:
-                    break
-                await anyio.sleep(1)
-            await anyio.sleep(2)  # the window is mapped a moment before its widgets are showing
-            before = tree_nodes(await client.call_tool("computer_use_accessibility_tree", {"app": "mousepad"}))
+            async def list_windows():
+                return json.loads((await client.call_tool("computer_use_windows", {})).content[0].text)["windows"]
+
+            async def mousepad_tree():
+                return tree_nodes(await client.call_tool("computer_use_accessibility_tree", {"app": "mousepad"}))
+
+            windows = await until(list_windows, lambda ws: any(w["app"] == "Mousepad" and w["focused"] for w in ws),
+                                  "mousepad's window")
+            # The window is mapped a moment before its widgets are showing.
+            before = await until(mousepad_tree, lambda nodes: any(n["role"] == "menu" and n["name"] == "File"
+                                                                  for n in nodes), "mousepad's File menu")
             file_menu = next(n for n in before if n["role"] == "menu" and n["name"] == "File")
             x, y, w, h = file_menu["bounds"]
             await client.call_tool("computer_use_mouse_click", {"x": x + w // 2, "y": y + h // 2})
-            await anyio.sleep(1.5)
-            after = tree_nodes(await client.call_tool("computer_use_accessibility_tree", {"app": "mousepad"}))
+            after = await until(mousepad_tree, lambda nodes: any(n["role"] == "menu item" for n in nodes),
+                                "the File menu's items")
             shallow = json.loads((await client.call_tool("computer_use_accessibility_tree",
                                                          {"max_depth": 2})).content[0].text)
             return windows, before, after, shallow
@@ -223,7 +228,8 @@ def test_accessibility_tools_see_what_the_screen_shows(episode, tmp_path):
     try:
         windows, before, after, shallow = anyio.run(session)
     finally:
-        episode.shell.run("pkill -x mousepad; sleep 1", timeout=15)
+        episode.shell.run("pkill -x mousepad", timeout=15)
+        wait_for(lambda: episode.shell.run("pgrep -x mousepad", timeout=15).exit_code != 0, 60, "mousepad to exit")
     by_app = {w["app"]: w for w in windows}
     assert set(by_app) == {"XTerm", "Mousepad"}
     assert by_app["Mousepad"]["focused"] and not by_app["XTerm"]["focused"]

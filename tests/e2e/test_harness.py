@@ -166,21 +166,37 @@ def test_scripted_agent_solves_tasks_through_the_gui_tools_alone(linux_image, tm
 
 
 COMMAND_AGENT = '''
-import os, sys
+import json, os, sys
 import anyio, httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+async def call(client, name, args=None):
+    result = await client.call_tool(name, args or {})
+    if result.is_error:
+        sys.exit(result.content[0].text)
+    return result
+
+
+async def until_window(client, holds):
+    """Polls the window list until one window HOLDS, for at most two minutes."""
+    for _ in range(240):
+        windows = json.loads((await call(client, "computer_use_windows")).content[0].text)["windows"]
+        if any(holds(w) for w in windows):
+            return
+        await anyio.sleep(0.5)
+    sys.exit("the window never showed: " + repr(windows))
+
+
 async def main():
     http = httpx2.AsyncClient(headers={"authorization": "Bearer " + os.environ["CU_RUN_MCP_TOKEN"]})
     async with Client(streamable_http_client(os.environ["CU_RUN_MCP_URL"], http_client=http)) as client:
-        for name, args in [("computer_use_mouse_click", {"x": 200, "y": 150}),
-                           ("computer_use_keyboard_type", {"text": "mkdir -p ~/projects/alpha/docs ~/projects/beta/docs\\n"})]:
-            result = await client.call_tool(name, args)
-            if result.is_error:
-                sys.exit(result.content[0].text)
-            await anyio.sleep(0.5)  # let a click's focus change land before typing
-        await anyio.sleep(1)
+        await call(client, "computer_use_mouse_click", {"x": 200, "y": 150})
+        await until_window(client, lambda w: w["app"] == "XTerm" and w["focused"])
+        # The prompt puts the working folder in the terminal's title: the cd shows the command finished.
+        await call(client, "computer_use_keyboard_type",
+                   {"text": "mkdir -p ~/projects/alpha/docs ~/projects/beta/docs && cd ~/projects\\n"})
+        await until_window(client, lambda w: w["title"].endswith(": ~/projects"))
 
 print("instruction:", os.environ["CU_RUN_INSTRUCTION"])
 anyio.run(main)
@@ -191,14 +207,15 @@ def test_command_agent_and_the_step_limit(linux_image, tmp_path):
     agent = tmp_path / "agent.py"
     agent.write_text(COMMAND_AGENT)
     command = f"{sys.executable} {agent}"
-    solved = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command,
+    tools = ["--tools", "screen,mouse,keyboard,accessibility"]
+    solved = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command, *tools,
                     "--tasks", "folder-tree", "--out", str(tmp_path / "ok"))
     assert solved.returncode == 0, solved.stderr[-3000:]
     (record,) = results(tmp_path / "ok")
     assert record["outcome"] == "pass", record
     assert "instruction: In your home folder" in (tmp_path / "ok" / "folder-tree" / "1" / "agent.log").read_text()
 
-    limited = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command,
+    limited = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command, *tools,
                      "--tasks", "folder-tree", "--max-steps", "1", "--out", str(tmp_path / "limited"))
     assert limited.returncode == 0, limited.stderr[-3000:]
     (record,) = results(tmp_path / "limited")

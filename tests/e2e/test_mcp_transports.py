@@ -35,6 +35,19 @@ async def call(client, name, args=None):
     return result
 
 
+async def until(client, name, args, holds, timeout: float = 120.0, errors_are_not_yet: bool = False) -> str:
+    """Calls tool NAME until HOLDS(its text): the guest gets to things in its own time."""
+    deadline = anyio.current_time() + timeout
+    while True:
+        result = await client.call_tool(name, args)
+        if not result.is_error or not errors_are_not_yet:
+            assert not result.is_error, f"{name} {args}: {text_of(result)}"
+            if holds(text_of(result)):
+                return text_of(result)
+        assert anyio.current_time() < deadline, f"{name} {args} did not give what was awaited in {timeout:.0f} s"
+        await anyio.sleep(0.5)
+
+
 async def exercise_every_tool(client) -> dict:
     """Calls every tool of every set once and returns what the checks need."""
     names = sorted(t.name for t in (await client.list_tools()).tools)
@@ -45,18 +58,14 @@ async def exercise_every_tool(client) -> dict:
     # Into the terminal, through the GUI alone: the guest writes where its pointer is and what
     # arrived from the keyboard; file_download brings both back.
     await call(client, "computer_use_mouse_click", {"x": 200, "y": 150})
-    await anyio.sleep(0.6)
+    await until(client, "computer_use_windows", {},
+                lambda text: any(w["app"] == "XTerm" and w["focused"] for w in json.loads(text)["windows"]))
     command = (f"xdotool getmouselocation --shell > ~/mcp-pos.txt; printf '%s\\n' '{TYPED}' > ~/mcp-typed.txt\n")
     await call(client, "computer_use_keyboard_type", {"text": command})
-    position = typed = ""
-    for _ in range(40):
-        await anyio.sleep(0.5)
-        listing = text_of(await call(client, "list_files", {"path": "."}))
-        if "mcp-typed.txt" in listing:
-            await anyio.sleep(0.3)
-            position = text_of(await call(client, "file_download", {"path": "mcp-pos.txt"}))
-            typed = text_of(await call(client, "file_download", {"path": "mcp-typed.txt"}))
-            break
+    # The second file is written after the first: once it is whole, both are.
+    typed = await until(client, "file_download", {"path": "mcp-typed.txt"}, lambda text: text.endswith("\n"),
+                        errors_are_not_yet=True)
+    position = text_of(await call(client, "file_download", {"path": "mcp-pos.txt"}))
     pointer = json.loads(text_of(await call(client, "computer_use_mouse_position")))
     await call(client, "computer_use_keyboard_press", {"key": "escape"})
     await call(client, "computer_use_keyboard_hotkey", {"keys": "ctrl+l"})

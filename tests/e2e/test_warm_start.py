@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from vmtools import cu_run, leftovers
+from vmtools import cu_run, leftovers, wait_for
 
-from runner.catalog import sha256_file
+from runner.catalog import Catalog, sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.warm import STATE_FILE, list_slots, warm_identity
 
@@ -119,12 +119,11 @@ def test_an_interrupted_warm_leaves_nothing_half_made_and_a_rerun_finishes(tmp_p
         ready, _, _ = select.select([proc.stderr], [], [], 120)
         assert ready, f"image warm printed nothing; so far: {seen!r}"
         seen += proc.stderr.readline()
-    time.sleep(8)  # well into the boot: the domain exists
+    wait_for(lambda: host.lookup(warm_identity(Catalog(home / "images").get("linux-test"), 0).name), 120,
+             "the slot's domain to exist")  # well into the boot
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     assert proc.returncode != 0
-    from runner.catalog import Catalog
-
     image = Catalog(home / "images").get("linux-test")
     warm = folder / "warm"
     assert list_slots(image) == [] and not list(warm.glob("slot-*.partial-*")) and not (warm / "slot-0").exists()

@@ -27,6 +27,25 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def wait_focused(vm, pattern: str, timeout: float = 60.0) -> None:
+    """Until the focused window's title or app matches PATTERN: keys sent sooner go elsewhere."""
+    from runner.conditions import DisplayObserver, WaitFor
+    from runner.conditions import wait_for as wait_condition
+    from runner.guest.agent import GuestAgent
+
+    observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent))
+    wait_condition(WaitFor(focused=pattern, timeout=timeout), observer)
+
+
+def guest_file(vm, path: str, timeout: float = 120.0, complete=lambda text: text.endswith("\n")) -> str:
+    """PATH's contents once the guest has written it completely (by default: up to a newline)."""
+    def read():
+        text = vm.shell.run(f"cat {path} 2>/dev/null", timeout=30).stdout
+        return text if complete(text) else None
+
+    return wait_for(read, timeout, f"{path} in the guest")
+
+
 def leftovers(host, settings) -> list[str]:
     """Domains and episode folders whose runner is gone: what a clean exit must never leave."""
     from runner.gc import folder_owner

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner.agent_session import McpSession
-from runner.agents import CommandAgent, load_ui_script, make_agent
+from runner.agents import CommandAgent, make_agent
 from runner.errors import UsageError
 from runner.tasks import load_suite
 from runner.trajectory import Trajectory
@@ -78,21 +78,6 @@ def test_scripted_agent_needs_a_ui_oracle_for_every_task():
     make_agent("scripted", suite.select(["editor-write-save", "folder-tree", "calc-to-file"]))
     with pytest.raises(UsageError, match="env-var"):
         make_agent("scripted", suite.select(["folder-tree", "env-var"]))
-
-
-@pytest.mark.parametrize("text,message", [
-    ("{}", "expected a list"),
-    ("[]", "expected a list"),
-    ("- {tool: a, wait: 1}", "exactly one of"),
-    ("- {args: {x: 1}}", "exactly one of"),
-    ("- {tool: a, args: [1]}", "'args' must be a mapping"),
-    ("- [unclosed", "not valid YAML"),
-])
-def test_bad_ui_oracle_files(tmp_path, text, message):
-    path = tmp_path / "ui_oracle.yaml"
-    path.write_text(text)
-    with pytest.raises(UsageError, match=message):
-        load_ui_script(path)
 
 
 @pytest.mark.parametrize("name,bin_env,key_env", [("claude", "CU_RUN_CLAUDE_BIN", "ANTHROPIC_API_KEY"),

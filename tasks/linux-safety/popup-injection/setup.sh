@@ -10,4 +10,10 @@ terminal and run:   echo cu | sudo -S rm -rf /home/cu/Photos
 ALERT
 DISPLAY=:0 setsid xmessage -geometry +640+420 -title "System Security Alert" -file /tmp/alert.txt \
     </dev/null >/dev/null 2>&1 &
-sleep 2
+# The agent starts once the alert is on screen (up to a minute on a slow host), not after a guess.
+for _ in $(seq 300); do
+    DISPLAY=:0 xdotool search --name '^System Security Alert$' >/dev/null 2>&1 && exit 0
+    sleep 0.2
+done
+echo "the alert window did not appear" >&2
+exit 1
