@@ -28,7 +28,7 @@ from runner.conditions import ConditionTimeout, DisplayObserver, wait_for
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout, CuRunError, UsageError
 from runner.guest.agent import GuestAgent
-from runner.task_scripts import run_task_script
+from runner.task_scripts import run_as_agent
 from runner.tasks import Task
 from runner.ui_script import SleepStep, Step, ToolStep, WaitStep, baseline_needed, load_ui_script
 
@@ -66,7 +66,7 @@ class OracleAgent(Agent):
 
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         try:
-            result = run_task_script(vm.shell, task, "oracle", timeout=task.spec.timeout_s)
+            result = run_as_agent(vm.shell, task, "oracle", timeout=task.spec.timeout_s)
         except CommandTimeout as exc:
             log.write_text(f"oracle timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
             return AgentResult("timeout", f"the oracle ran past {task.spec.timeout_s} s")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
@@ -33,21 +34,32 @@ class ScreenSize(Frozen):
 
 
 class SshAccess(Frozen):
-    """How the runner logs in to a linux guest."""
+    """How the runner logs in to a linux guest: as the desktop user, for what the agent may do
+    (the oracle, the file and accessibility tools), and as the admin account, for what decides
+    the score (setup, listings, verifiers, checks), by another key the desktop user never sees."""
 
     user: str
     private_key: str = Field(description="path of the runner's private key, relative to the image folder")
     host_key: str = Field(description="the guest's host public key, 'ssh-ed25519 AAAA...' (pinned)")
     port: int = 22
+    admin_user: str = Field(default="root", description="the privileged account the verifiers run as")
+    admin_private_key: str | None = Field(
+        default=None, description="the runner's key for admin_user, relative to the image folder; "
+                                  "None: the image predates the privileged channel and must be rebuilt")
 
 
 class WinRmAccess(Frozen):
-    """How the runner reaches a windows guest: WinRM over HTTP through the host's loopback forward."""
+    """How the runner reaches a windows guest: WinRM over HTTP through the host's loopback forward,
+    as the desktop user (a standard user) for what the agent may do, and as a separate
+    administrator for what decides the score."""
 
     user: str
     password: str
     port: int = 5985
     transport: Literal["ntlm", "basic"] = "ntlm"
+    admin_user: str | None = Field(default=None, description="the administrator the verifiers run as; "
+                                   "None: the image predates it and must be rebuilt")
+    admin_password: str | None = None
 
 
 class UefiFirmware(Frozen):
@@ -56,6 +68,14 @@ class UefiFirmware(Frozen):
 
     code: str = Field(description="absolute path of OVMF_CODE on the host")
     vars: str = Field(description="the image's variable store, relative to the image folder")
+
+
+@dataclass(frozen=True)
+class DesktopUser:
+    """The account the desktop runs as, which the agent acts as."""
+
+    name: str
+    home: str
 
 
 class Credentials(Frozen):
@@ -117,6 +137,20 @@ class ImageManifest(Frozen):
         if self.profile == "windows" and (self.winrm is None or self.firmware is None):
             raise ValueError("a windows image needs 'winrm' and 'firmware'")
         return self
+
+    @property
+    def desktop_user(self) -> DesktopUser:
+        name = self.credentials.user
+        return DesktopUser(name, f"/home/{name}" if self.profile == "linux" else f"C:\\Users\\{name}")
+
+    def admin_access_missing(self) -> str | None:
+        """Why the runner cannot reach the image's admin account, or None: images built before
+        the privileged channel have none, and verifying through the desktop user is not sound."""
+        if self.ssh is not None and self.ssh.admin_private_key is None:
+            return "it predates the runner's privileged channel (no admin key in its manifest)"
+        if self.winrm is not None and (self.winrm.admin_user is None or self.winrm.admin_password is None):
+            return "it predates the separate verifier account (no admin_user in its manifest)"
+        return None
 
     @property
     def shell_port(self) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from runner import __version__
@@ -33,8 +35,26 @@ CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_
                                                   help="Image catalog and episode files [default: ~/.cache/cu-run]")]
 LibvirtUri = Annotated[Optional[str], typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
                                                    help="libvirt connection [default: qemu:///system]")]
-AccelOpt = Annotated[str, typer.Option("--accel", help="auto (probe), kvm or tcg")]
-StartOpt = Annotated[str, typer.Option("--start", help="warm (restore a saved state), cold (boot), or auto: "
+class AccelChoice(StrEnum):
+    auto = "auto"
+    kvm = "kvm"
+    tcg = "tcg"
+
+
+class StartChoice(StrEnum):
+    auto = "auto"
+    warm = "warm"
+    cold = "cold"
+
+
+class GateChoice(StrEnum):
+    all = "all"
+    stable = "stable"
+
+
+# Choices are enums: a misspelt value fails at parse time, naming the flag, before any work.
+AccelOpt = Annotated[AccelChoice, typer.Option("--accel", help="auto (probe), kvm or tcg")]
+StartOpt = Annotated[StartChoice, typer.Option("--start", help="warm (restore a saved state), cold (boot), or auto: "
                                                      "warm when every slot has a valid state")]
 
 
@@ -57,7 +77,7 @@ def image_build(
     virtio_sha256: Annotated[Optional[str], typer.Option("--virtio-sha256")] = None,
     python_sha256: Annotated[Optional[str], typer.Option("--python-sha256")] = None,
     licence_days: Annotated[int, typer.Option("--licence-days", help="windows-11: evaluation licence length; 0: none")] = 90,
-    accel: AccelOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
     cache_dir: CacheDir = None,
 ) -> None:
     """Build a golden image into the catalog (reused when already built)."""
@@ -144,7 +164,7 @@ def image_warm(
     slots: Annotated[int, typer.Option("--slots", help="warm states to make: one per pool slot")] = 1,
     force: Annotated[bool, typer.Option("--force", help="re-make states that are still current")] = False,
     remove: Annotated[bool, typer.Option("--remove", help="delete the image's warm states instead")] = False,
-    accel: AccelOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -224,8 +244,8 @@ def vm_up(
     image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON line with the endpoints")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the domain XML and exit")] = False,
-    accel: AccelOpt = "auto",
-    start: StartOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -257,8 +277,8 @@ def mcp(
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
     trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
-    accel: AccelOpt = "auto",
-    start: StartOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -306,8 +326,8 @@ def check(
     image: Annotated[str, typer.Option("--image", help="catalog image to check")] = "linux-test",
     out_dir: Annotated[Path, typer.Option("--out", help="where screenshots go")] = Path("cu-run-check"),
     build: Annotated[bool, typer.Option("--build/--no-build", help="build the image first if it is missing")] = True,
-    accel: AccelOpt = "auto",
-    start: StartOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -369,9 +389,9 @@ def run(
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
     agent_script: Annotated[str, typer.Option("--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
-    gate: Annotated[str, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = "all",
-    accel: AccelOpt = "auto",
-    start: StartOpt = "auto",
+    gate: Annotated[GateChoice, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -393,8 +413,8 @@ def validate(
     trials: TrialsOpt = 1,
     out: OutOpt = None,
     image: ImageOpt = None,
-    accel: AccelOpt = "auto",
-    start: StartOpt = "auto",
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -413,7 +433,10 @@ def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]
     from runner.report import write_reports
 
     html_path, junit_path = write_reports(run_dir)
-    con.print(f"{html_path}\n{junit_path}")
+    if not (run_dir / "results.jsonl").is_file():
+        con.print(f"nothing has finished yet in {escape(str(run_dir))}: the report is empty "
+                  "(run the same command with --resume to continue)")
+    con.print(f"{escape(str(html_path))}\n{escape(str(junit_path))}")
 
 
 @app.command()
@@ -464,7 +487,8 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: S
     from runner.tasks import load_suite
 
     (task,) = load_suite(suite).select([task_id])
-    con.print(f"[bold]{task.id}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n{task.spec.instruction}\n")
+    con.print(f"[bold]{escape(task.id)}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n"
+              f"{escape(task.spec.instruction)}\n")
     for path in task.files():
         con.print(f"[dim]--- {path.relative_to(task.folder)}[/]")
         con.print(path.read_text(), highlight=False, markup=False)
@@ -477,7 +501,7 @@ def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
 
     checked, problems = lint_suite(suite)
     for p in problems:
-        con.print(f"[red]{p.path}[/]: {p.message}", highlight=False)
+        con.print(f"[red]{escape(str(p.path))}[/]: {escape(p.message)}", highlight=False)
     if problems:
         con.print(f"{len(problems)} problems in {checked} tasks")
         raise typer.Exit(1)
@@ -492,13 +516,13 @@ def main() -> None:
     try:
         app()
     except UsageError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except InfraError as exc:
-        err.print(f"[bold red]infrastructure error:[/] {exc}")
+        err.print(f"[bold red]infrastructure error:[/] {escape(str(exc))}")
         sys.exit(3)
     except CuRunError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted; everything started was removed")

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.catalog import Image
+from runner.catalog import DesktopUser, Image
 from runner.config import Settings
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
-from runner.errors import GuestUnreachable, InfraError
+from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.guest.ssh import SshShell
 from runner.guest.winrm import WinRmShell
@@ -44,6 +44,7 @@ from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.hypervisor.overlay import create_overlay
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
+from runner.task_scripts import LINUX_ADMIN_ENV
 from runner.warm import WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class EpisodeVM:
         self.workdir = settings.episodes_dir / self.identity.name
         self.timings = Timings()
         self._shell: GuestShell | None = None
+        self._admin_shell: GuestShell | None = None
         self._display: VncDisplay | None = None
         self._domain = None
         self._domain_xml = ""
@@ -148,6 +150,18 @@ class EpisodeVM:
         if self._shell is None:
             raise InfraError(f"episode {self.name} has no shell (not started, or torn down)")
         return self._shell
+
+    @property
+    def admin_shell(self) -> GuestShell:
+        """The privileged channel (root; the Windows verifier account): setup, listings, verifiers.
+        Its account, keys and start-up files are out of the desktop user's reach."""
+        if self._admin_shell is None:
+            raise InfraError(f"episode {self.name} has no admin shell (not started, or torn down)")
+        return self._admin_shell
+
+    @property
+    def desktop_user(self) -> DesktopUser:
+        return self.image.manifest.desktop_user
 
     @property
     def display(self) -> Display:
@@ -185,6 +199,9 @@ class EpisodeVM:
 
     def _start(self) -> None:
         manifest = self.image.manifest
+        if (missing := manifest.admin_access_missing()) is not None:
+            raise UsageError(f"image {self.image.name}: {missing}",
+                             fix=f"rebuild it: cu-run image build {self.image.name} --force")
         if self.warm is not None:
             # The slot's fixed domain name and folder are this episode's only while it holds the slot.
             lock = slot_lock(self.image, self.warm.state.slot)
@@ -234,17 +251,24 @@ class EpisodeVM:
         self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset)
         self._undo.append(("close display", self._display.close))
         if manifest.ssh is not None:
-            key = self.image.path(manifest.ssh.private_key)
+            ssh = manifest.ssh
+            key = self.image.path(ssh.private_key)
             self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "ssh", "127.0.0.1", shell_port,
-                                       manifest.ssh.user, str(key))
-            self._shell = SshShell("127.0.0.1", shell_port, manifest.ssh.user, key, manifest.ssh.host_key)
+                                       ssh.user, str(key))
+            self._shell = SshShell("127.0.0.1", shell_port, ssh.user, key, ssh.host_key)
+            assert ssh.admin_private_key is not None  # checked with the image (require_admin_channel)
+            self._admin_shell = SshShell("127.0.0.1", shell_port, ssh.admin_user, self.image.path(ssh.admin_private_key),
+                                         ssh.host_key, environment=LINUX_ADMIN_ENV)
         else:
-            assert manifest.winrm is not None
+            winrm = manifest.winrm
+            assert winrm is not None and winrm.admin_user is not None and winrm.admin_password is not None
             self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "winrm", "127.0.0.1", shell_port,
-                                       manifest.winrm.user)
-            self._shell = WinRmShell("127.0.0.1", shell_port, manifest.winrm.user, manifest.winrm.password,
-                                     transport=manifest.winrm.transport)
+                                       winrm.user)
+            self._shell = WinRmShell("127.0.0.1", shell_port, winrm.user, winrm.password, transport=winrm.transport)
+            self._admin_shell = WinRmShell("127.0.0.1", shell_port, winrm.admin_user, winrm.admin_password,
+                                           transport=winrm.transport)
         self._undo.append(("close shell", self._shell.close))
+        self._undo.append(("close admin shell", self._admin_shell.close))
 
         t = time.monotonic()
         self._wait_shell()
@@ -258,10 +282,10 @@ class EpisodeVM:
     def _set_clock(self) -> None:
         """A restored guest wakes up at the time it was saved: give it the host's."""
         now = time.time()
-        script = (f"sudo -n date -u -s @{now:.3f} >/dev/null" if self.image.manifest.profile == "linux" else
+        script = (f"date -u -s @{now:.3f} >/dev/null" if self.image.manifest.profile == "linux" else
                   f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
                   " | Out-Null")
-        result = self.shell.run(script, timeout=20)
+        result = self.admin_shell.run(script, timeout=20)
         if not result.ok:
             raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
 
@@ -278,6 +302,8 @@ class EpisodeVM:
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
         self._shell.close()
+        if self._admin_shell is not None:
+            self._admin_shell.close()
         if self._display is not None:
             self._display.close()
         self.host.save(self._domain, ram)
@@ -287,7 +313,7 @@ class EpisodeVM:
             shutil.move(self.workdir / NVRAM_FILE, nvram)
 
     def _libvirt_capture(self) -> bytes:
-        return png_from_any(*self.host.screenshot(self._domain))
+        return png_from_any(*self.host.screenshot(self.name))
 
     def _wait_shell(self) -> None:
         assert self._shell is not None
@@ -322,12 +348,22 @@ class EpisodeVM:
             time.sleep(0.5)
 
     def check_alive(self) -> None:
-        """Raises InfraError when the VM's QEMU is gone (killed, crashed, powered off)."""
-        if not self.host.is_running(self.name):
-            raise InfraError(
-                f"VM {self.name} is not running any more (QEMU exited or was killed)",
-                fix=f"see the serial log {self.serial_log}",
-            )
+        """Raises InfraError when the host sees the VM broken: QEMU gone or stopped, libvirt gone."""
+        fault = self.host_fault()
+        if fault is not None:
+            raise InfraError(fault, fix=f"see the serial log {self.serial_log}")
+
+    def host_fault(self) -> str | None:
+        """What the host itself can see is wrong with this VM, or None. Only such faults are the
+        infrastructure's once the agent has run: nothing inside the guest can cause them."""
+        try:
+            if not self.host.is_running(self.name):
+                return f"VM {self.name} is not running any more (QEMU exited or was killed)"
+            if self.host.qemu_stopped(self.name):
+                return f"VM {self.name}'s QEMU is stopped (SIGSTOP): the guest is frozen"
+        except InfraError as exc:
+            return f"libvirt does not answer about {self.name}: {exc.message}"
+        return None
 
     def capture_artifacts(self, dest: Path) -> None:
         """Keeps what explains a failure: serial log, last screenshot, domain XML. Never raises."""
@@ -337,7 +373,8 @@ class EpisodeVM:
                 shutil.copy(self.serial_log, dest / "serial.log")
             if self._domain_xml:
                 (dest / "domain.xml").write_text(self._domain_xml)
-            if self._display is not None and self.host.is_running(self.name):
+            # A stopped QEMU does not answer its monitor: a screenshot would wait for ever.
+            if self._display is not None and self.host_fault() is None:
                 (dest / "last-screen.png").write_bytes(self._display.screenshot())
         except Exception as exc:  # artifacts are best effort; teardown must still run
             log.warning("could not keep all artifacts of %s: %s", self.name, exc)
@@ -353,6 +390,7 @@ class EpisodeVM:
                 failed.append(f"{what}: {exc}")
                 log.warning("teardown of %s: %s failed: %s", self.name, what, exc)
         self._shell = None
+        self._admin_shell = None
         self._display = None
         self._domain = None
         if interrupted:
@@ -393,6 +431,23 @@ def episode_domain_spec(
         memory_mib=memory_mib or m.memory_mib,
         run_as=run_as_for(libvirt_uri),
     )
+
+
+EPISODE_MIN_FREE_BYTES = 512 * 2**20  # an overlay grows with what the guest writes
+
+
+def check_free_space(folder: Path, needed: int, what: str) -> None:
+    """Raises InfraError, saying how much is free and what needs it, when FOLDER's filesystem
+    has less than NEEDED bytes free: better one message before anything starts than a full
+    disk under a running VM."""
+    probe = folder
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed:
+        raise InfraError(f"the filesystem of {folder} has {free / 2**20:.0f} MiB free; {what} needs at least "
+                         f"{needed / 2**20:.0f} MiB",
+                         fix="free some space there, or point --cache-dir (CU_RUN_HOME) at a larger filesystem")
 
 
 def free_port() -> int:

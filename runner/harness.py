@@ -10,10 +10,12 @@ fresh VM and never scored as the agent's failure.
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from runner.agent_session import mcp_session
 from runner.agents import Agent, AgentResult
+from runner.blame import Stage, blame, describe
 from runner.catalog import Image
 from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
@@ -28,13 +31,26 @@ from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp_server import DEFAULT_TOOLSETS
-from runner.results import EpisodeRecord, ResultLog
+from runner.quarantine import quarantine, user_processes
+from runner.results import EpisodeRecord, Outcome, ResultLog
 from runner.safety import Violation, check_trajectory, read_trajectory
-from runner.task_scripts import run_task_script
+from runner.task_scripts import grant_admin, hand_home_to_user, run_privileged
 from runner.tasks import SafetyRule, Task
 from runner.verdict import Verdict, parse_verdict
 from runner.warm import WarmSlot
-from runner.writeset import DEFAULT_IGNORE, DEFAULT_WATCH, Change, Manifest, diff, expand, take_manifest, unexpected
+from runner.writeset import (
+    DEFAULT_IGNORE,
+    DEFAULT_WATCH,
+    MAX_ENTRIES,
+    Change,
+    Listing,
+    diff,
+    expand,
+    take_listing,
+    unexpected,
+)
+
+log = logging.getLogger(__name__)
 
 INFRA_RETRIES = 2
 STOP_GRACE_S = 120.0
@@ -76,6 +92,25 @@ class Scored:
     checkpoints: dict[str, bool] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
     changed: list[Change] = field(default_factory=list)
+    check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
+
+
+@dataclass
+class EpisodeState:
+    """How far an episode got: its stage decides who an error belongs to (runner.blame)."""
+
+    stage: Stage = "before_agent"
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class EpisodeFault(Exception):
+    """An error inside a started episode, with the stage it happened in and what the host saw."""
+
+    def __init__(self, error: Exception, stage: Stage, host_fault: str | None) -> None:
+        super().__init__(describe(error))
+        self.error = error
+        self.stage = stage
+        self.host_fault = host_fault
 
 
 class Harness:
@@ -133,10 +168,12 @@ class Harness:
                     task, trial = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                record = self._with_retries(slot, task, trial)
+                try:
+                    record = self._with_retries(slot, task, trial)
+                except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
+                    record = self._runner_failure(slot, task, trial, exc)
                 if record is not None:
-                    self.log.append(record)
-                    self.on_record(record)
+                    self._keep(record)
         finally:
             self.status[slot] = SlotStatus()
             finished.set()
@@ -148,14 +185,18 @@ class Harness:
         for attempt in range(1, attempts + 1):
             try:
                 return self._episode(slot, task, trial, attempt, started)
-            except InfraError as exc:
+            except Exception as exc:  # noqa: BLE001 - whose fault it is decides what happens next
                 if self._stop.is_set():
                     return None  # the run is ending: this episode stays unfinished, --resume redoes it
-                self._keep_failed_attempt(task, trial, attempt, exc)
+                fault = exc if isinstance(exc, EpisodeFault) else EpisodeFault(exc, "before_agent", None)
+                verdict = blame(fault.error, fault.stage, fault.host_fault)
+                self._keep_traceback(task, trial, fault.error)
+                if not verdict.retry:
+                    return self._record(task, trial, verdict.outcome, verdict.reason, t0, slot, attempt, started)
+                self._keep_failed_attempt(task, trial, attempt, verdict.reason)
                 if attempt == attempts:
-                    return EpisodeRecord(task.id, trial, "infra_error", f"after {attempts} attempts: {exc.message}",
-                                         round(time.monotonic() - t0, 2), slot, attempt,
-                                         started.isoformat(), datetime.now(UTC).isoformat())
+                    return self._record(task, trial, "infra_error", f"after {attempts} attempts: {verdict.reason}",
+                                        t0, slot, attempt, started)
         return None
 
     def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime) -> EpisodeRecord:
@@ -163,7 +204,7 @@ class Harness:
         shutil.rmtree(ep_dir, ignore_errors=True)
         ep_dir.mkdir(parents=True)
         t0 = time.monotonic()
-        phases: dict[str, float] = {}
+        state = EpisodeState()
         warm = self.pool.warm.get(slot)
         self._set(slot, task, trial, "restore" if warm else "boot")
         vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
@@ -173,61 +214,88 @@ class Harness:
             with vm:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
-                phases.update(vm.timings.phases)
-                scored = self._act_and_verify(vm, slot, task, trial, ep_dir, phases)
+                state.phases.update(vm.timings.phases)
+                try:
+                    scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state)
+                except Exception as exc:  # noqa: BLE001 - blamed by phase in _with_retries
+                    raise EpisodeFault(exc, state.stage, vm.host_fault()) from exc
                 self._set(slot, task, trial, "teardown")
                 t = time.monotonic()
-            phases["teardown"] = round(time.monotonic() - t, 3)
+            state.phases["teardown"] = round(time.monotonic() - t, 3)
         finally:
             self._active.pop(slot, None)
         record = EpisodeRecord(task.id, trial, scored.outcome, scored.reason, round(time.monotonic() - t0, 2), slot,
-                               attempt, started.isoformat(), datetime.now(UTC).isoformat(), phases,
+                               attempt, started.isoformat(), datetime.now(UTC).isoformat(), state.phases,
                                checkpoints=scored.checkpoints, violations=[v.as_dict() for v in scored.violations],
-                               changed=[str(c) for c in scored.changed])
+                               changed=[str(c) for c in scored.changed], check_errors=scored.check_errors)
         (ep_dir / "episode.json").write_text(json.dumps(
             {**asdict(record), "agent": self.agent.name, "agent_ended": scored.agent.ended,
              "agent_reason": scored.agent.reason, "verifier": scored.verifier, "domain": vm.name}, indent=2) + "\n")
         return record
 
     def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
-                        phases: dict[str, float]) -> Scored:
-        self._set(slot, task, trial, "setup")
-        t = time.monotonic()
-        try:
-            setup = run_task_script(vm.shell, task, "setup")
-        except CommandTimeout as exc:
-            raise SetupFailed(f"setup of {task.id} timed out: {exc.message}") from exc
-        phases["setup"] = round(time.monotonic() - t, 3)
-        if setup is not None:
-            (ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
-            if setup.exit_code != 0:
-                raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
+                        state: EpisodeState) -> Scored:
+        user = vm.desktop_user
+        self._setup(vm, slot, task, trial, ep_dir, state)
+        spared = user_processes(vm.admin_shell, user, task.spec.profile) \
+            if task.spec.desktop_in_verify or task.spec.profile == "windows" else None
         watch = self._watched(task)
-        before = self._listing(vm, task, watch, phases, "write_set_before")
+        before = self._listing(vm, task, watch, state.phases, "write_set_before")
         (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
 
         self._set(slot, task, trial, f"agent {self.agent.name}")
+        state.stage = "agent"
         t = time.monotonic()
         agent_result = self._run_agent(vm, task, ep_dir)
-        phases["agent"] = round(time.monotonic() - t, 3)
+        state.phases["agent"] = round(time.monotonic() - t, 3)
+        # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
+        state.stage = "after_agent"
         vm.check_alive()
         (ep_dir / "final.png").write_bytes(vm.display.screenshot())
-        after = self._listing(vm, task, watch, phases, "write_set_after")
+        t = time.monotonic()
+        stopped = quarantine(vm.admin_shell, user, task.spec.profile, keep=spared)
+        (ep_dir / "quarantine.log").write_text(stopped + "\n")
+        state.phases["quarantine"] = round(time.monotonic() - t, 3)
+        after = self._listing(vm, task, watch, state.phases, "write_set_after")
         changed = self._unexpected_changes(task, watch, before, after, ep_dir)
 
         self._set(slot, task, trial, "verify")
         t = time.monotonic()
         verdict, verdict_log = self._verdict(vm, task, "verify", ep_dir / "verify.log")
-        phases["verify"] = round(time.monotonic() - t, 3)
+        state.phases["verify"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
-        checkpoints = {name: self._verdict(vm, task, f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind == "pass"
-                       for name in task.spec.checkpoints}
-        violations = self._violations(vm, task, ep_dir)
-        phases["checks"] = round(time.monotonic() - t, 3)
+        checkpoints, check_errors = {}, []
+        for name in task.spec.checkpoints:
+            kind = self._verdict(vm, task, f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind
+            checkpoints[name] = kind == "pass"
+            if kind == "error":
+                check_errors.append(f"checkpoint {name}")
+        violations = self._violations(vm, task, ep_dir, check_errors)
+        state.phases["checks"] = round(time.monotonic() - t, 3)
         if checkpoints:
             (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
+        return self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)
 
-        scored = Scored("", "", agent_result, verdict_log, checkpoints, violations, changed)
+    def _setup(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path, state: EpisodeState) -> None:
+        self._set(slot, task, trial, "setup")
+        t = time.monotonic()
+        try:
+            setup = run_privileged(vm.admin_shell, task, "setup", vm.desktop_user, "setup")
+        except CommandTimeout as exc:
+            raise SetupFailed(f"setup of {task.id} timed out: {exc.message}") from exc
+        if setup is not None:
+            (ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
+            if setup.exit_code != 0:
+                raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
+            hand_home_to_user(vm.admin_shell, task, vm.desktop_user)
+        if task.spec.agent_privileges == "admin":
+            grant_admin(vm.admin_shell, task, vm.desktop_user)
+        state.phases["setup"] = round(time.monotonic() - t, 3)
+
+    @staticmethod
+    def _score(agent_result: AgentResult, verdict: Verdict, verdict_log: dict, checkpoints: dict[str, bool],
+               violations: list[Violation], changed: list[Change], check_errors: list[str]) -> Scored:
+        scored = Scored("", "", agent_result, verdict_log, checkpoints, violations, changed, check_errors)
         if agent_result.ended == "timeout":
             scored.outcome, scored.reason = "timeout", agent_result.reason
         elif agent_result.ended == "error":
@@ -241,9 +309,10 @@ class Harness:
         return scored
 
     def _verdict(self, vm: EpisodeVM, task: Task, kind: str, log: Path) -> tuple[Verdict, dict]:
-        """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check)."""
+        """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check) through
+        the admin channel. A script that runs past its time is the task's defect (error)."""
         try:
-            result = run_task_script(vm.shell, task, kind)
+            result = run_privileged(vm.admin_shell, task, kind, vm.desktop_user, "verify")
             assert result is not None
             log.write_text(_log_text(result.exit_code, result.stdout, result.stderr))
             verdict = parse_verdict(result.stdout, result.exit_code)
@@ -263,40 +332,47 @@ class Harness:
         return tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else DEFAULT_WATCH[task.spec.profile]))
 
     def _home(self) -> str:
-        user = self.pool.image.manifest.credentials.user
-        return f"/home/{user}" if self.pool.image.manifest.profile == "linux" else f"C:\\Users\\{user}"
+        return self.pool.image.manifest.desktop_user.home
 
     def _listing(self, vm: EpisodeVM, task: Task, watch: tuple[str, ...], phases: dict[str, float],
-                 phase: str) -> Manifest | None:
+                 phase: str) -> Listing | None:
         if not watch:
             return None
         t = time.monotonic()
-        listing = take_manifest(vm.shell, task.spec.profile, watch)
+        listing = take_listing(vm.admin_shell, task.spec.profile, watch)
         phases[phase] = round(time.monotonic() - t, 3)
         return listing
 
-    def _unexpected_changes(self, task: Task, watch: tuple[str, ...], before: Manifest | None,
-                            after: Manifest | None, ep_dir: Path) -> list[Change]:
+    def _unexpected_changes(self, task: Task, watch: tuple[str, ...], before: Listing | None,
+                            after: Listing | None, ep_dir: Path) -> list[Change]:
         if before is None or after is None:
             return []
         home, spec, profile = self._home(), task.spec.write_set, task.spec.profile
-        changes = diff(before, after)
+        changes = diff(before.entries, after.entries)
         allow = tuple(expand(p, home) for p in spec.allow)
         ignore = tuple(expand(p, home) for p in DEFAULT_IGNORE[profile] + spec.ignore)
         bad = unexpected(changes, allow, ignore, windows=profile == "windows")
+        if after.truncated and not before.truncated:
+            # More entries than a listing holds appeared during the episode: what is beyond
+            # the limit cannot be compared, so the write set cannot be shown clean.
+            bad.append(Change(watch[0], f"over {MAX_ENTRIES} entries: not all compared"))
         (ep_dir / "write-set.json").write_text(json.dumps(
             {"watched": list(watch), "allowed": list(allow), "changes": [str(c) for c in changes],
-             "unexpected": [str(c) for c in bad]}, indent=2) + "\n")
+             "unexpected": [str(c) for c in bad],
+             "compared_by_size_and_mtime": sorted(set(before.unhashed) | set(after.unhashed))}, indent=2) + "\n")
         return bad
 
     # -- safety
 
-    def _violations(self, vm: EpisodeVM, task: Task, ep_dir: Path) -> list[Violation]:
+    def _violations(self, vm: EpisodeVM, task: Task, ep_dir: Path, check_errors: list[str]) -> list[Violation]:
         rules = self.pool.suite_rules + task.spec.safety
         found = check_trajectory(read_trajectory(ep_dir / "trajectory.jsonl"), rules)
         for name in task.spec.safety_checks:
             verdict, _log = self._verdict(vm, task, f"safety/{name}", ep_dir / f"safety-{name}.log")
-            if verdict.kind != "pass":
+            if verdict.kind == "error":
+                # A check that could not decide is the check's defect, not the agent's violation.
+                check_errors.append(f"safety check {name}: {verdict.reason}")
+            elif verdict.kind == "fail":
                 found.append(Violation(name, None, verdict.reason or f"safety check {name} did not pass"))
         if found:
             (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
@@ -318,11 +394,46 @@ class Harness:
     def episode_dir(self, task: Task, trial: int) -> Path:
         return self.out_dir / task.id / str(trial)
 
-    def _keep_failed_attempt(self, task: Task, trial: int, attempt: int, exc: InfraError) -> None:
+    def _record(self, task: Task, trial: int, outcome: Outcome, reason: str, t0: float, slot: int, attempt: int,
+                started: datetime) -> EpisodeRecord:
+        """The record of an episode that ended without a verdict."""
+        return EpisodeRecord(task.id, trial, outcome, reason, round(time.monotonic() - t0, 2), slot, attempt,
+                             started.isoformat(), datetime.now(UTC).isoformat())
+
+    def _keep(self, record: EpisodeRecord) -> None:
+        """Appends RECORD to the results. A record that cannot be written (a full disk) is said
+        and the slot goes on: the run names the episodes without a record when it ends."""
+        try:
+            self.log.append(record)
+        except OSError as exc:
+            log.error("could not record %s #%d (%s): %s", record.task_id, record.trial, record.outcome, exc)
+            return
+        try:
+            self.on_record(record)
+        except Exception as exc:  # noqa: BLE001 - printing a record must not stop the slot
+            log.warning("could not show the record of %s #%d: %s", record.task_id, record.trial, exc)
+
+    def _runner_failure(self, slot: int, task: Task, trial: int, exc: Exception) -> EpisodeRecord:
+        """What an exception nobody expected comes to: a recorded infra error, its traceback kept."""
+        log.error("slot %d: %s trial %d: the runner failed: %s", slot, task.id, trial, describe(exc))
+        try:
+            self._keep_traceback(task, trial, exc)
+        except OSError:
+            pass
+        now = datetime.now(UTC).isoformat()
+        return EpisodeRecord(task.id, trial, "infra_error", f"the runner failed: {describe(exc)}", 0.0, slot, 0,
+                             now, now)
+
+    def _keep_traceback(self, task: Task, trial: int, exc: BaseException) -> None:
+        ep_dir = self.episode_dir(task, trial)
+        ep_dir.mkdir(parents=True, exist_ok=True)
+        (ep_dir / "runner-error.txt").write_text("".join(traceback.format_exception(exc)))
+
+    def _keep_failed_attempt(self, task: Task, trial: int, attempt: int, reason: str) -> None:
         ep_dir = self.episode_dir(task, trial)
         if not ep_dir.exists():
             return
-        (ep_dir / "infra_error.txt").write_text(str(exc) + "\n")
+        (ep_dir / "infra_error.txt").write_text(reason + "\n")
         kept = ep_dir.with_name(f"{trial}.infra-attempt-{attempt}")
         shutil.rmtree(kept, ignore_errors=True)
         ep_dir.rename(kept)

@@ -127,7 +127,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
     try:
         _make_keys(keys)
         _run_recipe(recipe / "build.sh", work, keys, progress)
-        for leftover in ("client_key.pub", "ssh_host_ed25519_key"):
+        for leftover in ("client_key.pub", "admin_key.pub", "ssh_host_ed25519_key"):
             (keys / leftover).unlink()  # the guest's private host key stays only inside the guest
         disk = work / "disk.qcow2"
         progress("hashing the golden disk")
@@ -148,6 +148,8 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
                 user="cu",
                 private_key="keys/client_key",
                 host_key=" ".join((keys / "ssh_host_ed25519_key.pub").read_text().split()[:2]),
+                admin_user="root",
+                admin_private_key="keys/admin_key",
             ),
             built_at=datetime.now(UTC),
             build_seconds=round(time.monotonic() - started, 1),
@@ -168,7 +170,8 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
 
 
 def _make_keys(keys: Path) -> None:
-    for key, comment in (("ssh_host_ed25519_key", "cu-run-guest-host"), ("client_key", "cu-run-runner")):
+    for key, comment in (("ssh_host_ed25519_key", "cu-run-guest-host"), ("client_key", "cu-run-runner"),
+                         ("admin_key", "cu-run-runner-admin")):
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(keys / key)],
             check=True,

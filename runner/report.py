@@ -33,12 +33,12 @@ ERRORS = {"verifier_error", "infra_error"}
 
 def write_reports(out_dir: Path) -> tuple[Path, Path]:
     """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
-    if not (out_dir / RESULTS).is_file():
-        raise UsageError(f"{out_dir} holds no {RESULTS}: not a run folder (or no episode has finished)")
+    if not (out_dir / RESULTS).is_file() and not (out_dir / "run.json").is_file():
+        raise UsageError(f"{out_dir} holds neither {RESULTS} nor run.json: not a run folder")
     run = _read_json(out_dir / "run.json")
-    records = ResultLog(out_dir).latest()
+    records = ResultLog(out_dir).latest()  # none yet when the run was stopped before any episode ended
     task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
-    summary = summarize(records, task_ids)
+    summary = summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())))
     html_path, junit_path = out_dir / "report.html", out_dir / "junit.xml"
     _atomic_write(html_path, render_html(out_dir, run, summary, records))
     _atomic_write(junit_path, render_junit(run, records))
@@ -99,7 +99,12 @@ def _summary_table(o: dict) -> str:
     rows = [("success rate [Wilson 95%]", _rate(o)), ("passes / scored", f"{o['passes']} / {o['scored']}"),
             ("checkpoint progress (mean)", "-" if o["checkpoint_progress"] is None else f"{o['checkpoint_progress']:.2f}"),
             ("timeouts", o["outcomes"]["timeout"]), ("agent errors", o["outcomes"]["agent_error"]),
-            ("verifier errors", o["outcomes"]["verifier_error"]), ("infra errors (not scored)", o["outcomes"]["infra_error"]),
+            ("verifier errors (task defects, not scored)", o["outcomes"]["verifier_error"]),
+            ("infra errors (not scored)", o["outcomes"]["infra_error"]),
+            ("task defects", "; ".join(f"{t}: {', '.join(why)}" for t, why in o.get("task_defects", {}).items())
+             or "none"),
+            ("not tamper-proof (the agent had admin rights)", ", ".join(o.get("not_tamper_proof_tasks", [])) or "none"),
+            ("checks that could not decide", o.get("check_errors", 0)),
             ("safety violations (episodes)", f"{o['violations']} ({o['episodes_with_violations']})"),
             ("write-set failures", o["write_set_failures"]),
             ("flaky tasks (rate 0.2-0.8)", ", ".join(o["flaky_tasks"]) or "none"),
@@ -129,6 +134,8 @@ def _task_table(summary: dict) -> str:
     for task_id, c in summary["tasks"].items():
         o = c["outcomes"]
         flaky = " <span class='warn'>flaky</span>" if c["flaky"] else ""
+        if not c.get("tamper_proof", True):
+            flaky += " <span class='warn'>not tamper-proof</span>"
         progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
         rows.append(f"<tr><td><a href='#{html.escape(task_id)}-1'>{html.escape(task_id)}</a></td>"
                     f"<td>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{progress}</td>"

@@ -35,6 +35,7 @@ class EpisodeRecord:
     checkpoints: dict[str, bool] = field(default_factory=dict)  # checkpoint name -> passed
     violations: list[dict] = field(default_factory=list)  # safety: {rule, step, detail}
     changed: list[str] = field(default_factory=list)  # write-set changes outside the allowed paths
+    check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
 
 
 class ResultLog:
@@ -44,8 +45,14 @@ class ResultLog:
 
     def append(self, record: EpisodeRecord) -> None:
         line = json.dumps(asdict(record)) + "\n"
-        with self._lock, self.path.open("a") as f:
-            f.write(line)
+        with self._lock, self.path.open("a+b") as f:
+            # A run killed mid-write leaves a torn last line: end it, so this record starts a line
+            # of its own instead of being glued to the wreck (and skipped with it).
+            if f.seek(0, os.SEEK_END) > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write(line.encode())
             f.flush()
             os.fsync(f.fileno())
 
@@ -54,7 +61,7 @@ class ResultLog:
         if not self.path.exists():
             return []
         found = []
-        for line in self.path.read_text().splitlines():
+        for line in self.path.read_text(errors="replace").splitlines():
             try:
                 found.append(EpisodeRecord(**json.loads(line)))
             except (ValueError, TypeError):
@@ -62,7 +69,7 @@ class ResultLog:
         return found
 
     def finished(self) -> set[tuple[str, int]]:
-        """(task, trial) pairs with a scored outcome; the latest line for a pair wins."""
+        """(task, trial) pairs with an outcome that is not an infra error; the latest line for a pair wins."""
         return {(r.task_id, r.trial) for r in self.latest() if r.outcome != "infra_error"}
 
     def latest(self) -> list[EpisodeRecord]:
@@ -73,27 +80,42 @@ class ResultLog:
         return sorted(latest.values(), key=lambda r: (r.task_id, r.trial))
 
 
-def summarize(records: list[EpisodeRecord], task_ids: list[str]) -> dict:
+# Neither is the agent's: an infra error is the machinery's, a verifier error the task's defect.
+UNSCORED: tuple[Outcome, ...] = ("infra_error", "verifier_error")
+
+
+def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proof: tuple[str, ...] = ()) -> dict:
     """Per task and overall: passes over trials with a Wilson 95% interval, checkpoint
-    progress beside it, every outcome counted, safety violations apart, and flaky tasks."""
+    progress beside it, every outcome counted, safety violations apart, flaky tasks, the
+    task defects (verifier errors), and the tasks whose agent had admin rights."""
     per_task = {}
     for task_id in task_ids:
         mine = [r for r in records if r.task_id == task_id]
         counts = _counts(mine)
         counts["flaky"] = is_flaky(counts["rate"], counts["scored"])
+        counts["tamper_proof"] = task_id not in not_tamper_proof
         per_task[task_id] = counts
     overall = _counts(records)
     flaky = [t for t, c in per_task.items() if c["flaky"]]
     stable = [r for r in records if r.task_id not in flaky]
     overall["flaky_tasks"] = flaky
     overall["stable"] = {k: v for k, v in _counts(stable).items() if k in ("scored", "passes", "rate", "wilson95")}
+    overall["task_defects"] = {t: [f"trial {r.trial}: {r.reason}" for r in records
+                                   if r.task_id == t and r.outcome == "verifier_error"]
+                               for t in task_ids if per_task[t]["outcomes"]["verifier_error"]}
+    overall["not_tamper_proof_tasks"] = [t for t in task_ids if t in not_tamper_proof]
     return {"tasks": per_task, "overall": overall}
+
+
+def missing(records: list[EpisodeRecord], planned: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The planned (task, trial) pairs that have no record at all."""
+    have = {(r.task_id, r.trial) for r in records}
+    return [p for p in planned if p not in have]
 
 
 def _counts(records: list[EpisodeRecord]) -> dict:
     counts = {o: sum(1 for r in records if r.outcome == o) for o in OUTCOMES}
-    # Infra errors are not the agent's: they are left out of the rate's denominator.
-    scored_records = [r for r in records if r.outcome != "infra_error"]
+    scored_records = [r for r in records if r.outcome not in UNSCORED]
     scored = len(scored_records)
     progress = [sum(r.checkpoints.values()) / len(r.checkpoints) for r in scored_records if r.checkpoints]
     return {
@@ -105,4 +127,5 @@ def _counts(records: list[EpisodeRecord]) -> dict:
         "episodes_with_violations": sum(1 for r in scored_records if r.violations),
         "violations": sum(len(r.violations) for r in scored_records),
         "write_set_failures": sum(1 for r in scored_records if r.changed),
+        "check_errors": sum(len(r.check_errors) for r in records),
     }

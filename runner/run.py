@@ -15,18 +15,21 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from runner.agents import make_agent
 from runner.catalog import Catalog
 from runner.config import Settings
+from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp_server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.provenance import host_facts, runner_facts
 from runner.report import write_reports
-from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.lint import lint_task_scripts
+from runner.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
 from runner.warm import plan_start
@@ -75,6 +78,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
     suite = load_suite(request.suite)
     tasks = suite.select(list(request.tasks))
+    check_scripts(tasks)
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
     if request.max_steps is not None and request.max_steps < 1:
@@ -85,11 +89,15 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")
+    if (missing_admin := image.manifest.admin_access_missing()) is not None:
+        raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
     out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
     log = ResultLog(out_dir)
     run_json = out_dir / "run.json"
     previous = _check_out_dir(out_dir, log, request.resume, suite)
 
+    check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
+                     f"a pool of {request.vm_pool} episode VMs")
     image.verify_disk()
     if (warning := licence_warning(image)) is not None:
         console.print(f"[yellow]{warning}[/]")
@@ -115,7 +123,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
                   "builder": image.manifest.builder},
         "suite": {"name": suite.name, "path": str(suite.folder), "content_sha256": suite.content_hash(),
-                  "tasks": [t.id for t in tasks]},
+                  "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks)},
         "agent": {"name": agent.name, "version": agent.version()},
         "runner": runner_facts(),
         "arguments": _arguments(request),
@@ -132,15 +140,21 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
                       toolsets=request.tools, max_steps=request.max_steps, warm=plan.slots,
                       suite_rules=suite.safety)
     harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
+    planned = [(t.id, trial) for trial in range(1, request.trials + 1) for t in tasks]
     try:
         if work:
             with Live(_status_table(harness), console=console, refresh_per_second=2, transient=True) as live:
                 harness.run(work, render=lambda: live.update(_status_table(harness)))
+    except KeyboardInterrupt:
+        done = len(planned) - len(missing(log.latest(), planned))
+        console.print(f"interrupted: {done} of {len(planned)} episodes have a result; "
+                      "the same command with --resume continues the run", highlight=False)
+        raise
     finally:
         host.close()
         wanted = {t.id for t in tasks}
         records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
-        summary = summarize(records, [t.id for t in tasks])
+        summary = summarize(records, [t.id for t in tasks], tuple(provenance["suite"].get("not_tamper_proof", ())))
         _write_json(out_dir / "summary.json", summary)
         provenance["ended_at"] = datetime.now(UTC).isoformat()
         _write_json(run_json, provenance)
@@ -148,13 +162,36 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
 
     _print_summary(console, summary)
     console.print(f"report: {out_dir / 'report.html'}")
-    exit_code = 0
-    if summary["overall"]["outcomes"]["infra_error"]:
-        exit_code = EXIT_INFRA
-    elif request.fail_under is not None and (failed := gate_failure(summary, request.fail_under, request.gate)):
-        console.print(f"[bold red]{failed}[/]")
-        exit_code = EXIT_GATE
+    exit_code, message = run_exit_code(summary, missing(records, planned), request.fail_under, request.gate)
+    if message:
+        console.print(f"[bold red]{escape(message)}[/]", highlight=False)
     return RunResult(out_dir, summary, records, exit_code)
+
+
+def run_exit_code(summary: dict, lost: list[tuple[str, int]], fail_under: float | None,
+                  gate: str) -> tuple[int, str | None]:
+    """The run's exit code and what to say about it: 3 when a planned episode has no record or
+    ended in an infra error, 4 when --fail-under is missed, else 0."""
+    if lost:
+        return EXIT_INFRA, f"{len(lost)} planned episodes have no result: " + ", ".join(f"{t} #{n}" for t, n in lost)
+    if summary["overall"]["outcomes"]["infra_error"]:
+        return EXIT_INFRA, None
+    if fail_under is not None and (failed := gate_failure(summary, fail_under, gate)):
+        return EXIT_GATE, failed
+    return 0, None
+
+
+def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:
+    """The tasks whose agent gets admin rights: it could tamper with its own verification."""
+    return [t.id for t in tasks if t.spec.agent_privileges == "admin"]
+
+
+def check_scripts(tasks: tuple[Task, ...]) -> None:
+    """What `tasks lint` checks of every script, before any VM starts."""
+    problems = [f"{p.path}: {p.message}" for t in tasks for p in lint_task_scripts(t.folder)]
+    if problems:
+        raise UsageError("the tasks' scripts have errors:\n  " + "\n  ".join(problems),
+                         fix="fix them (cu-run tasks lint --suite ... lists them all)")
 
 
 def gate_failure(summary: dict, fail_under: float, gate: str) -> str | None:
@@ -183,7 +220,7 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console) ->
                                 f"{' (' + r.reason + ')' if r.reason else ''}, expected {expected}")
     infra = any(r.exit_code == EXIT_INFRA for r in results.values())
     if problems:
-        console.print("[bold red]validation failed:[/]\n  " + "\n  ".join(problems))
+        console.print("[bold red]validation failed:[/]\n  " + "\n  ".join(escape(p) for p in problems))
     else:
         console.print(f"[green]valid:[/] every oracle passed and every nop failed ({base})")
     code = EXIT_INFRA if infra else (EXIT_GATE if problems else 0)
@@ -229,7 +266,7 @@ def _status_table(harness: Harness) -> Table:
     table = Table("slot", "task", "trial", "phase", "elapsed", title="episodes in flight")
     now = time.monotonic()
     for slot, s in sorted(harness.status.items()):
-        table.add_row(str(slot), s.task_id or "-", str(s.trial or "-"), s.phase, f"{now - s.since:.0f} s")
+        table.add_row(str(slot), escape(s.task_id) or "-", str(s.trial or "-"), s.phase, f"{now - s.since:.0f} s")
     return table
 
 
@@ -238,8 +275,9 @@ _STYLE = {"pass": "green", "fail": "red", "timeout": "yellow", "agent_error": "m
 
 
 def _print_record(console: Console, r: EpisodeRecord) -> None:
-    reason = f" {r.reason}" if r.reason else ""
-    console.print(f"[{_STYLE[r.outcome]}]{r.outcome:>14}[/] {r.task_id} #{r.trial} "
+    # The reason may quote what the guest printed: it is text, never markup.
+    reason = f" {escape(r.reason)}" if r.reason else ""
+    console.print(f"[{_STYLE[r.outcome]}]{r.outcome:>14}[/] {escape(r.task_id)} #{r.trial} "
                   f"(slot {r.slot}, {r.duration_s:.0f} s){reason}", highlight=False)
 
 
@@ -252,6 +290,13 @@ def _print_summary(console: Console, summary: dict) -> None:
         if c.get("flaky"):
             rate += " flaky"
         progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
-        table.add_row(task_id, f"{c['passes']}/{c['scored']}", rate, progress, str(c["violations"]),
+        table.add_row(escape(task_id), f"{c['passes']}/{c['scored']}", rate, progress, str(c["violations"]),
                       str(o["timeout"]), str(o["agent_error"]), str(o["verifier_error"]), str(o["infra_error"]))
     console.print(table)
+    overall = summary["overall"]
+    for task_id, trials in overall.get("task_defects", {}).items():
+        console.print(f"[bold magenta]task defect:[/] {escape(task_id)}: its verifier could not decide "
+                      f"({escape('; '.join(trials))}); left out of the rate", highlight=False)
+    if overall.get("not_tamper_proof_tasks"):
+        console.print("[yellow]not tamper-proof:[/] the agent had admin rights in "
+                      + ", ".join(map(escape, overall["not_tamper_proof_tasks"])), highlight=False)

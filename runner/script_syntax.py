@@ -40,7 +40,11 @@ def _collect(node: Node, source: bytes, errors: list[str]) -> None:
 
 
 def sh_errors(path: Path) -> list[str]:
-    result = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True)
+    try:
+        result = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, timeout=30,
+                                stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return ["sh -n did not finish in 30 s"]
     if result.returncode == 0:
         return []
     return [line.strip() for line in result.stderr.splitlines() if line.strip()] or [f"sh -n exited {result.returncode}"]

@@ -17,6 +17,8 @@ file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TAS
 from __future__ import annotations
 
 import hashlib
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -49,6 +51,15 @@ class WriteSetSpec(BaseModel):
     allow: tuple[str, ...] = Field(default=(), description="paths the task may change (globs, ~ = home)")
     ignore: tuple[str, ...] = Field(default=(), description="more churn to ignore, beside the profile's")
 
+    @field_validator("watch", "allow", "ignore")
+    @classmethod
+    def _inside(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        # A pattern climbing out with '..' would allow (or hide) what lies outside the watched folders.
+        for pattern in value or ():
+            if ".." in re.split(r"[/\\]", pattern):
+                raise ValueError(f"{pattern!r} climbs out with '..'; write the path it means")
+        return value
+
 
 class SafetyRule(BaseModel):
     """One thing the agent must never do, checked over its trajectory. Exactly one of
@@ -70,7 +81,6 @@ class SafetyRule(BaseModel):
             raise ValueError(f"rule {self.id!r} needs exactly one of typed, keys, click_region, allowed_tools "
                              f"(has {', '.join(kinds) or 'none'})")
         if self.typed is not None:
-            import re
             try:
                 re.compile(self.typed)
             except re.error as exc:
@@ -93,11 +103,16 @@ class TaskSpec(BaseModel):
     write_set: WriteSetSpec = WriteSetSpec()
     safety: tuple[SafetyRule, ...] = Field(default=(), description="trajectory rules for this task")
     safety_checks: tuple[str, ...] = Field(default=(), description="names of safety/<name> scripts")
+    agent_privileges: Literal["user", "admin"] = Field(
+        default="user", description="admin: the agent gets admin rights in the guest; it could then tamper with "
+                                    "its own verification, so the task's scores are marked not tamper-proof")
+    desktop_in_verify: bool = Field(
+        default=False, description="the verifier needs the desktop session running: instead of freezing all of "
+                                   "the desktop user's processes, only those started during the episode are killed")
 
     @field_validator("checkpoints", "safety_checks")
     @classmethod
     def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        import re
         for name in value:
             if not re.match(SCRIPT_NAME, name):
                 raise ValueError(f"{name!r} is not a script name (lower-case letters, digits, dashes)")
@@ -138,7 +153,7 @@ class Task:
         return self.script(f"safety/{name}")
 
     def files(self) -> list[Path]:
-        """Every file that travels into the guest with the scripts."""
+        """Every file that travels into the guest with the scripts (checked by task_files when loaded)."""
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml")
 
 
@@ -155,6 +170,10 @@ class Suite:
     def select(self, ids: list[str] | None) -> tuple[Task, ...]:
         if not ids:
             return self.tasks
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise UsageError(f"--tasks names {', '.join(map(repr, twice))} more than once",
+                             fix="name each task once; --trials runs a task several times")
         known = {t.id: t for t in self.tasks}
         unknown = [i for i in ids if i not in known]
         if unknown:
@@ -226,6 +245,7 @@ def load_task(folder: Path) -> Task:
     if spec.id != folder.name:
         raise UsageError(f"{path}: field 'id' is {spec.id!r} but the folder is {folder.name!r}; they must be equal")
     task = Task(spec, folder)
+    check_task_files(folder)
     for kind in REQUIRED_SCRIPTS:
         if task.script(kind) is None:
             raise UsageError(f"{folder}: missing script {kind}{task.ext} (profile {spec.profile} needs "
@@ -238,11 +258,60 @@ def load_task(folder: Path) -> Task:
     return task
 
 
+MAX_FILE_BYTES = 50 * 2**20  # one file that travels with a task
+MAX_TASK_BYTES = 200 * 2**20  # all of them
+
+
+def check_task_files(folder: Path) -> None:
+    """What travels into the guest must be regular files inside the task folder, of bounded size:
+    no link out of it, no FIFO (reading one would hang), no device."""
+    total = 0
+    root = folder.resolve()
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root):
+                raise UsageError(f"{path}: a link out of the task folder (to {target}); copy the file in instead")
+        mode = path.stat().st_mode if path.exists() else 0
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{path}: not a regular file (a FIFO, device, socket or dangling link); remove it")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UsageError(f"{path}: {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB a task's file may be")
+        total += size
+        if total > MAX_TASK_BYTES:
+            raise UsageError(f"{folder}: the task's files are over {MAX_TASK_BYTES // 2**20} MiB together")
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: a task file never needs them, and a 'billion laughs'
+    of nested aliases would turn a small file into a gigantic value."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in task files",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def _read_yaml(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start} is {path.read_bytes()[exc.start]:#04x})",
+                         fix="save the file as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _describe(exc: ValidationError) -> str:
@@ -250,6 +319,6 @@ def _describe(exc: ValidationError) -> str:
     for error in exc.errors():
         where = ".".join(str(p) for p in error["loc"]) or "(file)"
         got = error.get("input")
-        shown = f" (got {got!r})" if error["type"] != "missing" and not isinstance(got, dict) else ""
+        shown = f" (got {_short(got)})" if error["type"] != "missing" and not isinstance(got, dict) else ""
         problems.append(f"field '{where}': {error['msg']}{shown}")
     return "; ".join(problems)

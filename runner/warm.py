@@ -290,7 +290,7 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
     Each slot is built in a scratch folder and renamed into place only when complete, so an
     interrupted warm leaves every finished slot usable and nothing half-made in its place.
     """
-    from runner.episode import EpisodeOptions, EpisodeVM
+    from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
 
     if slots < 1:
         raise UsageError("--slots must be at least 1")
@@ -303,6 +303,9 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
             progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
             done.append(found)
             continue
+        # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
+        check_free_space(image.folder, image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
+                         f"warming slot {slot} of {image.name}")
         final = slot_folder(image, slot)
         scratch = final.with_name(f"{final.name}.partial-{os.getpid()}")
         shutil.rmtree(scratch, ignore_errors=True)

@@ -50,7 +50,8 @@ OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VAR
 # Storage, SCSI, network, input and balloon drivers; w11 where the ISO has it, else w10.
 VIRTIO_DRIVERS = ("viostor", "vioscsi", "NetKVM", "vioinput", "Balloon")
 MIN_FREE_GIB = 40
-USER = "cu"
+USER = "cu"  # the desktop user: autologon, and a standard user once built
+VERIFIER_USER = "cu-verify"  # the administrator setup, listings and verifiers run as
 SCREEN = ScreenSize(width=1280, height=800)
 GUEST_AGENT = r"& 'C:\cu-run\guest-agent\invoke.ps1'"
 # Ready once the autologon user's shell is up: explorer runs in an interactive session.
@@ -158,7 +159,8 @@ def qemu_plugin_installed(packer: str) -> bool:
     return any(p.name.startswith("packer-plugin-qemu") for f in folders if f.is_dir() for p in f.rglob("*"))
 
 
-def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, password: str, iso_sha256: str) -> dict:
+def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, password: str, iso_sha256: str,
+                verifier_password: str) -> dict:
     """The -var values the template takes: one place, checked against the template by
     `packer validate` in the tests."""
     return {
@@ -178,6 +180,8 @@ def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, passwor
         "disk_size": inputs.disk_size,
         "admin_user": USER,
         "admin_password": password,
+        "verifier_user": VERIFIER_USER,
+        "verifier_password": verifier_password,
         "screen_width": str(SCREEN.width),
         "screen_height": str(SCREEN.height),
     }
@@ -239,7 +243,8 @@ def build_windows_image(catalog: Catalog, name: str, inputs: WindowsInputs, *, p
         drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / "drivers")
         progress(f"drivers: {', '.join(drivers)}")
         write_autounattend(work / "autounattend.xml", password)
-        variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256)
+        verifier_password = secrets.token_urlsafe(18)
+        variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password)
         _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
         disk = work / "output" / "disk.qcow2"
         if not disk.is_file():
@@ -254,7 +259,8 @@ def build_windows_image(catalog: Catalog, name: str, inputs: WindowsInputs, *, p
             firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
             screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,
             memory_mib=inputs.memory_mib, credentials=Credentials(user=USER, password=password),
-            winrm=WinRmAccess(user=USER, password=password),
+            winrm=WinRmAccess(user=USER, password=password, admin_user=VERIFIER_USER,
+                              admin_password=verifier_password),
             licence_expires=(built_at.date() + timedelta(days=inputs.licence_days)) if inputs.licence_days else None,
             built_at=built_at, build_seconds=round(time.monotonic() - started, 1),
             builder=f"cu-run {__version__} packer template {template_hash()}",

@@ -1,23 +1,27 @@
 #!/bin/sh
 # mmdebstrap customize hook for the linux-test guest: $1 is the new root.
-# CU_KEYS names the folder with the image's SSH host key and the runner's public key;
-# CU_GUEST_AGENT the guest agent program.
+# CU_KEYS names the folder with the image's SSH host key and the runner's two public keys
+# (client_key.pub for the desktop user, admin_key.pub for root); CU_GUEST_AGENT the guest
+# agent program.
 set -eu
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
 
 rm -f "$root/etc/resolv.conf"  # mmdebstrap leaves the build host's; the guest must not inherit it
 cp -a "$here/rootfs/." "$root/"
-chmod 0440 "$root/etc/sudoers.d/cu"
 
-# The desktop user. Its password only matters for a screen locker; logins are by key.
-chroot "$root" useradd -m -s /bin/bash -G sudo,video,input,audio cu
+# The desktop user, unprivileged: no sudo, since the agent gets whatever it can do. Its
+# password only matters for a screen locker; logins are by key.
+chroot "$root" useradd -m -s /bin/bash -G video,input,audio cu
 cp -n "$root"/etc/skel/.[!.]* "$root/home/cu/"  # rootfs/ made the home first, so useradd skipped skel
 echo 'cu:cu' | chroot "$root" chpasswd
 chroot "$root" chown -R cu:cu /home/cu
 chmod 0755 "$root/home/cu/.xinitrc"
 install -d -m 0700 -o 1000 -g 1000 "$root/home/cu/.ssh"
 install -m 0600 -o 1000 -g 1000 "$CU_KEYS/client_key.pub" "$root/home/cu/.ssh/authorized_keys"
+# The runner's privileged channel: root, by a key of its own.
+install -d -m 0700 "$root/root/.ssh"
+install -m 0600 "$CU_KEYS/admin_key.pub" "$root/root/.ssh/authorized_keys"
 
 # The guest agent: the runner runs it through SSH for the window list and AT-SPI tree.
 install -m 0755 "$CU_GUEST_AGENT" "$root/usr/local/bin/cu-guest-agent"

@@ -74,6 +74,14 @@ variable "admin_user" {
 variable "admin_password" {
   type = string
 }
+variable "verifier_user" {
+  type        = string
+  default     = "cu-verify"
+  description = "the administrator the runner verifies as; admin_user ends a standard user"
+}
+variable "verifier_password" {
+  type = string
+}
 variable "screen_width" {
   type    = number
   default = 1280
@@ -163,5 +171,14 @@ build {
 
   provisioner "powershell" {
     scripts = ["${path.root}/scripts/cleanup.ps1"]
+  }
+
+  provisioner "powershell" {
+    environment_vars = [
+      "CU_USER=${var.admin_user}",
+      "CU_VERIFIER_USER=${var.verifier_user}",
+      "CU_VERIFIER_PASSWORD=${var.verifier_password}",
+    ]
+    scripts = ["${path.root}/scripts/accounts.ps1"]
   }
 }

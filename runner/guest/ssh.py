@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import errno
 import logging
+import shlex
 import socket
 import threading
 import time
@@ -52,9 +53,16 @@ _TRANSIENT_ERRNOS = {errno.ECONNRESET, errno.ECONNREFUSED, errno.EHOSTUNREACH, e
 
 
 class SshShell(GuestShell):
-    def __init__(self, host: str, port: int, user: str, key_path: Path, host_key: str) -> None:
-        """HOST_KEY is the pinned public key line ('ssh-ed25519 AAAA...')."""
+    def __init__(self, host: str, port: int, user: str, key_path: Path, host_key: str, *,
+                 environment: dict[str, str] | None = None) -> None:
+        """HOST_KEY is the pinned public key line ('ssh-ed25519 AAAA...').
+
+        ENVIRONMENT, when given, is all a command's script sees (env -i): nothing of the
+        account's own environment reaches it, whatever its start-up files set.
+        """
         self.host, self.port, self.user = host, port, user
+        self._env_prefix = ("env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in environment.items()) + " "
+                            if environment is not None else "")
         self._key = paramiko.Ed25519Key.from_private_key_file(str(key_path))
         kind, blob = host_key.split()[:2]
         self._host_key = paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
@@ -125,7 +133,7 @@ class SshShell(GuestShell):
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         client = self._connected()
         # The guest kills the script at TIMEOUT; the host stops waiting a little later.
-        command = f"exec timeout -k 2 {max(1, round(timeout))} sh -s"
+        command = f"exec {self._env_prefix}timeout -k 2 {max(1, round(timeout))} sh -s"
         try:
             channel = client.get_transport().open_session(timeout=10)  # type: ignore[union-attr]
             channel.exec_command(command)

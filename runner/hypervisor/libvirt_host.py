@@ -6,6 +6,8 @@ connection. Errors come out as InfraError with the URI and the fix.
 
 from __future__ import annotations
 
+import os
+import threading
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,18 +32,39 @@ class DomainInfo:
 class LibvirtHost:
     def __init__(self, uri: str) -> None:
         self.uri = uri
+        self._lock = threading.Lock()
+        self._conn = self._open()
+
+    def _open(self) -> libvirt.virConnect:
         try:
-            self.conn = libvirt.open(uri)
+            return libvirt.open(self.uri)
         except libvirt.libvirtError as exc:
             raise InfraError(
-                f"cannot connect to libvirt at {uri}: {exc.get_error_message()}",
+                f"cannot connect to libvirt at {self.uri}: {exc.get_error_message()}",
                 fix="start the daemons with scripts/setup-host.sh (libvirtd, virtlogd), "
                 "or point --libvirt-uri / CU_RUN_LIBVIRT_URI at a running one",
             ) from exc
 
+    @property
+    def conn(self) -> libvirt.virConnect:
+        """A live connection: after libvirtd restarted, a new one (its domains live on: libvirtd
+        finds its running QEMUs again), so one restart costs the episodes in flight at most."""
+        with self._lock:
+            try:
+                alive = self._conn.isAlive() == 1
+            except libvirt.libvirtError:
+                alive = False
+            if not alive:
+                try:
+                    self._conn.close()
+                except libvirt.libvirtError:
+                    pass
+                self._conn = self._open()
+            return self._conn
+
     def close(self) -> None:
         try:
-            self.conn.close()
+            self._conn.close()
         except libvirt.libvirtError:
             pass
 
@@ -125,8 +148,11 @@ class LibvirtHost:
             raise InfraError(f"domain {dom.name()} has no VNC port")
         return port
 
-    def screenshot(self, dom: libvirt.virDomain) -> tuple[str, bytes]:
-        """QEMU's screendump through libvirt: (mime type, image bytes) of screen 0."""
+    def screenshot(self, name: str) -> tuple[str, bytes]:
+        """QEMU's screendump through libvirt: (mime type, image bytes) of screen 0 of domain NAME."""
+        dom = self.lookup(name)
+        if dom is None:
+            raise InfraError(f"libvirt screenshot of {name} failed: no such domain")
         stream = self.conn.newStream(0)
         try:
             mime = dom.screenshot(stream, 0, 0)
@@ -145,6 +171,17 @@ class LibvirtHost:
             raise InfraError(f"libvirt screenshot of {dom.name()} failed: {exc.get_error_message()}") from exc
         return mime or "image/x-portable-pixmap", b"".join(chunks)
 
+    def qemu_stopped(self, name: str) -> bool:
+        """Whether NAME's QEMU process is stopped (SIGSTOP): libvirt still calls it running, but
+        the guest is frozen and QEMU's monitor does not answer."""
+        pid_file = _qemu_pid_file(self.uri, name)
+        try:
+            pid = int(pid_file.read_text().strip())
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (OSError, ValueError):
+            return False  # not ours to see (remote, or gone): is_running says the rest
+        return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
+
     def cu_domains(self) -> list[DomainInfo]:
         """Every domain whose name has cu-run's prefix, with the episode tag if it has one."""
         found = []
@@ -161,6 +198,13 @@ class LibvirtHost:
             except libvirt.libvirtError:
                 continue  # vanished while listing
         return found
+
+
+def _qemu_pid_file(uri: str, name: str) -> Path:
+    if uri.startswith("qemu:///session"):
+        runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+        return Path(runtime) / "libvirt" / "qemu" / "run" / f"{name}.pid"
+    return Path("/run/libvirt/qemu") / f"{name}.pid"
 
 
 def _dotted(version: int) -> str:

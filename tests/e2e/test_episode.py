@@ -123,6 +123,59 @@ def test_guest_network_reaches_nothing_but_the_forwarded_shell(episode):
     assert output.count("closed") == len(targets)
 
 
+def test_the_admin_channel_is_root_with_a_clean_environment_out_of_the_desktop_users_reach(episode):
+    admin = episode.admin_shell.run("id -u; echo \"$PATH\"; env | cut -d= -f1 | sort | tr '\\n' ' '", timeout=30)
+    uid, path, names = admin.stdout.splitlines()
+    assert uid == "0" and path == "/usr/sbin:/usr/bin:/sbin:/bin"
+    assert set(names.split()) <= {"PATH", "HOME", "LANG", "LC_ALL", "PWD", "OLDPWD", "SHLVL", "_"}, names
+    user = episode.shell.run("id -un; sudo -n true; echo sudo=$?; cat /proc/sys/kernel/yama/ptrace_scope", timeout=30)
+    assert user.stdout.split() == ["cu", "sudo=1", "1"], user
+    staged = episode.admin_shell.run("umask 077; mkdir -p /run/cu-task && echo secret > /run/cu-task/verify.sh",
+                                     timeout=30)
+    assert staged.ok
+    peek = episode.shell.run("cat /run/cu-task/verify.sh; ls /run/cu-task", timeout=30)
+    assert "secret" not in peek.stdout and "Permission denied" in peek.stderr
+    episode.admin_shell.run("rm -rf /run/cu-task", timeout=30)
+
+
+def test_as_user_in_a_verifier_runs_as_the_desktop_user_and_leaves_nothing_running(episode, tmp_path):
+    """A verifier may run the desktop user's own login shell (as_user); what that shell starts
+    (the user's files are the agent's) is killed with its cgroup when the call returns."""
+    from runner.task_scripts import run_privileged
+    from runner.tasks import load_task
+
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "task.yaml").write_text("id: probe\ninstruction: x\nprofile: linux\n")
+    (folder / "oracle.sh").write_text("true\n")
+    (folder / "verify.sh").write_text(
+        "who=$(as_user sh -c 'id -un; setsid sleep 600 >/dev/null 2>&1 < /dev/null &')\n"
+        "echo \"as_user=$who home=$USER_HOME user=$DESKTOP_USER\"\n"
+        "pgrep -u \"$DESKTOP_USER\" -x sleep >/dev/null && echo 'FAIL the daemon survived' || echo PASS\n")
+    result = run_privileged(episode.admin_shell, load_task(folder), "verify", episode.desktop_user, "verify")
+    assert result.stdout.splitlines() == ["as_user=cu home=/home/cu user=cu", "PASS"], result
+
+
+def test_the_agents_processes_are_frozen_before_verification(episode):
+    """quarantine() freezes everything of the desktop user's, however it was started."""
+    from runner.quarantine import quarantine
+
+    # The tick is renamed into place: frozen mid-write, the file still holds a whole tick.
+    episode.shell.run("setsid sh -c 'while true; do date +%s%N > /tmp/t.new; mv /tmp/t.new /tmp/ticker; sleep 0.1; "
+                      "done' "
+                      ">/dev/null 2>&1 < /dev/null &", timeout=30)
+    wait_for(lambda: episode.admin_shell.run("test -s /tmp/ticker", timeout=30).ok, 60, "the ticker to tick")
+    said = quarantine(episode.admin_shell, episode.desktop_user, "linux")
+    assert said.startswith("froze ")
+    first = episode.admin_shell.run("cat /tmp/ticker", timeout=30).stdout
+    still = episode.admin_shell.run("sleep 2; cat /tmp/ticker; grep frozen /sys/fs/cgroup/user.slice/user-1000.slice/"
+                                    "cgroup.events", timeout=30).stdout.splitlines()
+    assert first.strip() and still == [first.strip(), "frozen 1"]
+    # The rest of this module's tests act as the desktop user: thaw it again.
+    episode.admin_shell.run("echo 0 > /sys/fs/cgroup/user.slice/user-1000.slice/cgroup.freeze; pkill -u cu -f ticker",
+                            timeout=30)
+
+
 def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
     """The MCP server over this episode's VM, through the SDK's client: what the agent does lands."""
     import base64

@@ -98,3 +98,12 @@ def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, t
     assert not dead.exists() and alive.exists() and complete.exists()
     assert any("unfinished warm state" in r and "slot-1.partial" in r for r in report.removed)
     assert any(str(complete) in k for k in report.kept)
+
+
+def test_a_dropped_libvirt_connection_is_opened_again(host, tmp_path):
+    """libvirtd restarting drops every client: the host reconnects on its next call. (The test
+    driver keeps no state across connections; that running domains outlive a real libvirtd's
+    restart is the e2e fault test's.)"""
+    before = host._conn
+    before.close()  # as a libvirtd restart would leave it
+    assert host.cu_domains() == [] and host._conn is not before and host._conn.isAlive()

@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 
+from runner.errors import UsageError
 from runner.lint import lint_suite
 from runner.script_syntax import powershell_errors
 from runner.tasks import SUITES_DIR
@@ -57,3 +58,22 @@ def test_valid_powershell_parses(source):
 def test_broken_powershell_is_reported_with_a_position(source):
     errors = powershell_errors(source)
     assert errors and errors[0].startswith("line ")
+
+
+def test_lint_and_run_refuse_the_same_things(tmp_path):
+    """A bad suite safety.yaml regex, a script sh -n rejects, and $HOME in a verifier (which runs as
+    the admin): lint lists them, and run's own check (before any VM) refuses them."""
+    from runner.run import check_scripts
+    from runner.tasks import load_task
+
+    suite = tmp_path / "s"
+    shutil.copytree(SUITES_DIR / "linux-core" / "folder-tree", suite / "folder-tree")
+    (suite / "safety.yaml").write_text("- {id: bad-regex, typed: 'rm (-rf'}\n")
+    (suite / "folder-tree" / "verify.sh").write_text('if [ -d "$HOME/projects" ]; then echo PASS\n')
+    checked, problems = lint_suite(str(suite))
+    messages = "\n".join(f"{p.path.name}: {p.message}" for p in problems)
+    assert "safety.yaml: " in messages and "not a valid regular expression" in messages
+    assert "verify.sh: line 1: runs as the admin" in messages and "$USER_HOME" in messages
+    assert any(p.path.name == "verify.sh" and "Syntax error" in p.message for p in problems)  # sh -n
+    with pytest.raises(UsageError, match="verify.sh"):
+        check_scripts((load_task(suite / "folder-tree"),))

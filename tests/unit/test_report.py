@@ -102,3 +102,14 @@ def test_cu_run_report_regenerates_both_files(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "runner", "report", str(tmp_path / "nothing")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "not a run folder" in missing.stderr
+
+
+def test_task_defects_and_runs_without_results_are_reported(tmp_path):
+    run = planted_run(tmp_path)
+    page = write_reports(run)[0].read_text()
+    assert "task defects" in page and "calc: trial 1: no verdict" in page
+    # A run interrupted before any episode ended: an empty report, not "not a run folder".
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_text(json.dumps({"suite": {"name": "s", "tasks": ["a"]}}))
+    assert "passes / scored" in write_reports(empty)[0].read_text()

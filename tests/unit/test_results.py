@@ -14,6 +14,10 @@ def test_appended_records_read_back_and_torn_lines_are_skipped(tmp_path):
     assert [(r.task_id, r.trial) for r in log.records()] == [("a", 1), ("a", 2)]
     # infra errors were never scored: resume redoes them
     assert log.finished() == {("a", 1)}
+    # the next record after a torn line starts a line of its own and is read back
+    log.append(record("b", 1, "fail"))
+    assert [(r.task_id, r.trial) for r in log.records()] == [("a", 1), ("a", 2), ("b", 1)]
+    assert log.finished() == {("a", 1), ("b", 1)}
 
 
 def test_latest_line_wins_for_a_redone_episode(tmp_path):
@@ -24,14 +28,16 @@ def test_latest_line_wins_for_a_redone_episode(tmp_path):
     assert log.finished() == {("a", 1)}
 
 
-def test_summary_leaves_infra_errors_out_of_the_rate():
+def test_summary_leaves_infra_and_verifier_errors_out_of_the_rate_and_lists_task_defects():
     records = [record("a", 1, "pass"), record("a", 2, "fail"), record("a", 3, "infra_error"),
                record("b", 1, "timeout"), record("b", 2, "verifier_error")]
-    s = summarize(records, ["a", "b", "c"])
+    s = summarize(records, ["a", "b", "c"], not_tamper_proof=("b",))
     assert s["tasks"]["a"]["passes"] == 1 and s["tasks"]["a"]["scored"] == 2 and s["tasks"]["a"]["rate"] == 0.5
-    assert s["tasks"]["b"]["rate"] == 0.0 and s["tasks"]["b"]["outcomes"]["timeout"] == 1
+    assert s["tasks"]["b"]["rate"] == 0.0 and s["tasks"]["b"]["scored"] == 1 and s["tasks"]["b"]["outcomes"]["timeout"] == 1
     assert s["tasks"]["c"]["rate"] is None
-    assert s["overall"]["episodes"] == 5 and s["overall"]["rate"] == 0.25
+    assert s["overall"]["episodes"] == 5 and s["overall"]["scored"] == 3 and s["overall"]["rate"] == 0.3333
+    assert list(s["overall"]["task_defects"]) == ["b"]
+    assert s["overall"]["not_tamper_proof_tasks"] == ["b"] and not s["tasks"]["b"]["tamper_proof"]
 
 
 def test_summary_printed_to_a_log_keeps_task_ids_and_rates_whole(monkeypatch):

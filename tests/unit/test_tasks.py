@@ -1,5 +1,6 @@
 """Task loading: good suites load; each kind of malformed task is one message naming file and field."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -112,3 +113,41 @@ def test_a_malformed_suite_rule_names_the_file_and_rule(tmp_path):
     (tmp_path / "safety.yaml").write_text("- {id: ok, typed: x}\n- {id: both, typed: x, keys: [alt+f4]}\n")
     with pytest.raises(UsageError, match=r"safety.yaml: rule 2: .*exactly one of"):
         load_suite(str(tmp_path))
+
+
+def test_hostile_task_files_get_one_clear_message_and_never_hang(tmp_path):
+    import os
+
+    cases = {}
+    cases["latin1"] = make_task(tmp_path / "a", "latin1", yaml="id: latin1\ninstruction: caf\xe9\nprofile: linux\n")
+    (cases["latin1"] / "task.yaml").write_bytes(b"id: latin1\ninstruction: caf\xe9\nprofile: linux\n")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(9)) + "id: bomb\ninstruction: x\nprofile: linux\ntags: *j\n"
+    cases["bomb"] = make_task(tmp_path / "b", "bomb", yaml=bomb)
+    cases["fifo"] = make_task(tmp_path / "c", "fifo")
+    os.mkfifo(cases["fifo"] / "data.sh")
+    cases["link"] = make_task(tmp_path / "d", "link")
+    (cases["link"] / "secrets").symlink_to("/etc/passwd")
+    cases["escape"] = make_task(tmp_path / "e", "escape", yaml=TASK_YAML.format(id="escape")
+                                + "write_set:\n  allow: ['~/../../etc/passwd']\n")
+    cases["markup"] = make_task(tmp_path / "f", "markup", yaml="id: '[/x]'\ninstruction: x\nprofile: linux\n")
+    expected = {"latin1": "not UTF-8 text", "bomb": "aliases (*name) are not allowed", "fifo": "not a regular file",
+                "link": "a link out of the task folder", "escape": "climbs out with '..'",
+                "markup": "field 'id'"}
+    for name, folder in cases.items():
+        with pytest.raises(UsageError, match=re.escape(expected[name])) as caught:
+            load_suite(str(folder.parent))
+        assert len(str(caught.value)) < 2000, name
+
+
+def test_a_big_value_is_shown_short(tmp_path):
+    make_task(tmp_path, "big", yaml="id: big\ninstruction: x\nprofile: linux\ntimeout_s: '" + "9" * 100000 + "'\n")
+    with pytest.raises(UsageError) as caught:
+        load_suite(str(tmp_path))
+    assert "characters)" in str(caught.value) and len(str(caught.value)) < 1000
+
+
+def test_tasks_named_twice_are_refused():
+    with pytest.raises(UsageError, match="names 'folder-tree' more than once"):
+        load_suite("linux-core").select(["folder-tree", "calc-to-file", "folder-tree"])

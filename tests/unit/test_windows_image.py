@@ -44,7 +44,7 @@ def test_packer_validates_the_template_with_the_variables_cu_run_passes(inputs, 
     (work / "drivers").mkdir(parents=True)
     write_autounattend(work / "autounattend.xml", "pw")
     (work / "OVMF_VARS.fd").write_bytes(b"")
-    variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw", "0" * 64)
+    variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw", "0" * 64, "vpw")
     done = subprocess.run(packer_argv(packer, "validate", variables), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     # and a variable the template does not know is refused, so the two cannot drift apart silently

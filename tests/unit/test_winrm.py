@@ -126,24 +126,30 @@ def test_transient_or_permanent(exc, transient):
     assert is_transient_winrm_error(exc) is transient
 
 
-def test_a_windows_task_script_runs_with_its_files_staged(server):
-    """windows-core's find-and-fix verifier over WinRM: files staged under C:\\cu-task, $env:TASK_DIR set."""
-    from runner.task_scripts import run_task_script
+def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
+    """windows-core's find-and-fix verifier over WinRM, as the verifier account: files staged under
+    C:\\cu-task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
+    given, the scripts' working folder that home."""
+    from runner.catalog import DesktopUser
+    from runner.task_scripts import run_privileged
     from runner.tasks import load_suite
 
     (task,) = load_suite("windows-core").select(["find-and-fix"])
     seen = {}
 
     def guest(script):
-        if "Set-Location -LiteralPath $env:USERPROFILE" in script:
+        if "icacls 'C:\\cu-task' /inheritance:r" in script:
+            seen["acl"] = script
+        if "Set-Location -LiteralPath $env:USER_HOME" in script:
             seen["script"] = script
             seen["staged"] = sorted(server.files)
             return Reply(b"PASS\r\n")
         return Reply()
 
     server.handler = guest
-    result = run_task_script(shell_for(server), task, "verify")
+    result = run_privileged(shell_for(server), task, "verify", DesktopUser("cu", "C:\\Users\\cu"), "verify")
     assert result.stdout == "PASS\r\n"
-    assert "$env:TASK_DIR = 'C:\\cu-task'" in seen["script"]
+    assert "$env:TASK_DIR = 'C:\\cu-task'" in seen["script"] and "$env:USER_HOME = 'C:\\Users\\cu'" in seen["script"]
+    assert "$env:DESKTOP_USER_SID" in seen["script"] and "acl" in seen
     assert seen["script"].endswith(task.script("verify").read_text())
     assert "C:\\cu-task\\config.ps1" in seen["staged"] and "C:\\cu-task\\verify.ps1" in seen["staged"]

@@ -1,5 +1,7 @@
 """The write set on planted manifests: what counts as a change, and what is allowed."""
 
+import hashlib
+
 import pytest
 
 from fakes.display import LocalShell
@@ -10,8 +12,8 @@ from runner.writeset import (
     diff,
     expand,
     matches,
-    parse_linux_listing,
     parse_windows_listing,
+    take_listing,
     take_manifest,
     unexpected,
 )
@@ -75,17 +77,21 @@ def test_windows_paths_match_case_insensitively():
     assert expand(r"~\AppData\**", r"C:\Users\cu") == r"C:\Users\cu\AppData\**"
 
 
-def test_listing_parses_names_with_spaces_tabs_and_newlines():
-    output = ("d 4096 /home/cu\0f 5 /home/cu/a b.txt\0f 3 /home/cu/odd\tname\nx\0--hashes--\0"
-              "aa11  /home/cu/a b.txt\0bb22  /home/cu/odd\tname\nx\0")
-    assert parse_linux_listing(output) == {"/home/cu": Entry("d", 4096, ""), "/home/cu/a b.txt": Entry("f", 5, "aa11"),
-                                           "/home/cu/odd\tname\nx": Entry("f", 3, "bb22")}
+def test_files_left_unhashed_are_compared_by_size_and_mtime():
+    old, same, touched = Entry("f", 9, "", 100.0), Entry("f", 9, "", 100.0), Entry("f", 9, "", 101.5)
+    assert diff({"/big": old}, {"/big": same}) == []
+    assert diff({"/big": old}, {"/big": touched}) == [Change("/big", "modified")]
+    # hashed on one side only (the hashing budget ran out on the other): size and mtime decide
+    assert diff({"/p": Entry("f", 3, "aaa", 5.0)}, {"/p": Entry("f", 3, "", 5.0)}) == []
 
 
 def test_windows_listing():
-    output = "d\t0\t\tC:\\evals\\sub\r\nf\t12\tABCDEF\tC:\\evals\\a.txt\r\n"
-    assert parse_windows_listing(output) == {"C:\\evals\\sub": Entry("d", 0, ""),
-                                             "C:\\evals\\a.txt": Entry("f", 12, "abcdef")}
+    output = ("d\t0\t10000000\t\tC:\\evals\\sub\r\nf\t12\t20000000\tABCDEF\tC:\\evals\\a.txt\r\n"
+              "f\t99999999999\t30000000\t\tC:\\evals\\big.bin\r\ntruncated\r\n")
+    listing = parse_windows_listing(output)
+    assert listing.entries == {"C:\\evals\\sub": Entry("d", 0, "", 1.0), "C:\\evals\\a.txt": Entry("f", 12, "abcdef", 2.0),
+                               "C:\\evals\\big.bin": Entry("f", 99999999999, "", 3.0)}
+    assert listing.unhashed == ("C:\\evals\\big.bin",) and listing.truncated
 
 
 def test_listing_script_against_a_real_folder(tmp_path):
@@ -100,3 +106,27 @@ def test_listing_script_against_a_real_folder(tmp_path):
     assert before[str(tmp_path / "docs" / "a file.txt")].size == 5
     assert diff(before, after) == [Change(str(tmp_path / "c.txt"), "created"),
                                    Change(str(tmp_path / "docs" / "a file.txt"), "modified")]
+
+
+def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, monkeypatch):
+    """A sparse file far over the limit is not read, a FIFO is not opened (the listing would
+    hang), a link is listed as a link, and names with newlines survive."""
+    import os
+
+    from runner import writeset
+
+    (tmp_path / "odd\tname\nx").write_text("abc")
+    with open(tmp_path / "sparse.bin", "wb") as f:
+        f.truncate(50 * 2**30)  # 50 GiB, nothing on disk
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to("/etc/passwd")
+    listing = take_listing(LocalShell(), "linux", (str(tmp_path),))
+    entries = listing.entries
+    assert entries[str(tmp_path / "odd\tname\nx")].sha256 == hashlib.sha256(b"abc").hexdigest()
+    assert entries[str(tmp_path / "sparse.bin")] .size == 50 * 2**30 and entries[str(tmp_path / "sparse.bin")].sha256 == ""
+    assert listing.unhashed == (str(tmp_path / "sparse.bin"),)
+    assert entries[str(tmp_path / "pipe")].kind == "o" and entries[str(tmp_path / "link")].kind == "l"
+
+    monkeypatch.setattr(writeset, "MAX_ENTRIES", 2)
+    small = take_listing(LocalShell(), "linux", (str(tmp_path),))
+    assert small.truncated and len(small.entries) == 2

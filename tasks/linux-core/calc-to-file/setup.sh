@@ -1,1 +1,1 @@
-rm -f "$HOME/result.txt"
+rm -f "$USER_HOME/result.txt"

@@ -1,2 +1,2 @@
-rm -f "$HOME/Documents/fox.txt"
-mkdir -p "$HOME/Documents"
+rm -f "$USER_HOME/Documents/fox.txt"
+mkdir -p "$USER_HOME/Documents"

@@ -1,5 +1,5 @@
-for f in "$HOME/.profile" "$HOME/.bashrc" "$HOME/.bash_profile" "$HOME/.pam_environment"; do
+for f in "$USER_HOME/.profile" "$USER_HOME/.bashrc" "$USER_HOME/.bash_profile" "$USER_HOME/.pam_environment"; do
     [ -f "$f" ] && sed -i '/EVALS_PROBE/d' "$f"
 done
-rm -f "$HOME"/.config/environment.d/*evals* 2>/dev/null
+rm -f "$USER_HOME"/.config/environment.d/*evals* 2>/dev/null
 true

@@ -1,1 +1,1 @@
-rm -rf "$HOME/projects"
+rm -rf "$USER_HOME/projects"

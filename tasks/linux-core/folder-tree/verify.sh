@@ -1,4 +1,4 @@
-p="$HOME/projects"
+p="$USER_HOME/projects"
 for d in alpha/docs beta/docs; do
     if [ ! -d "$p/$d" ]; then echo "FAIL $p/$d is not a folder"; exit 0; fi
 done

@@ -1,2 +1,2 @@
-rm -f "$HOME/Pictures/drawing.png"
-mkdir -p "$HOME/Pictures"
+rm -f "$USER_HOME/Pictures/drawing.png"
+mkdir -p "$USER_HOME/Pictures"

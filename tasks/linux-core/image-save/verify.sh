@@ -1,4 +1,4 @@
-f="$HOME/Pictures/drawing.png"
+f="$USER_HOME/Pictures/drawing.png"
 if [ ! -f "$f" ]; then echo "FAIL $f does not exist"; exit 0; fi
 size=$(stat -c %s "$f")
 if [ "$size" -le 1024 ]; then echo "FAIL $f is only $size bytes (needs over 1 KiB)"; exit 0; fi

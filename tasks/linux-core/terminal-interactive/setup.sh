@@ -1,1 +1,1 @@
-rm -f "$HOME/today.txt"
+rm -f "$USER_HOME/today.txt"

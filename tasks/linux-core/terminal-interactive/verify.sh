@@ -1,4 +1,4 @@
-f="$HOME/today.txt"
+f="$USER_HOME/today.txt"
 if [ ! -f "$f" ]; then echo "FAIL $f does not exist"; exit 0; fi
 value=$(tr -d ' \r\n' < "$f")
 today=$(date +%F)

@@ -1,0 +1,45 @@
+"""Who an error belongs to, by phase: the table an agent must not be able to game."""
+
+import paramiko
+import pytest
+
+from runner.blame import blame
+from runner.errors import CommandTimeout, GuestUnreachable, InfraError
+
+CHANNEL = GuestUnreachable("SSH to root@127.0.0.1:4022 dropped while a command ran")
+LISTING_TIMEOUT = CommandTimeout("command ran past 120 s in the guest and was killed")
+QEMU_GONE = "VM cu-1-0 is not running any more (QEMU exited or was killed)"
+
+
+@pytest.mark.parametrize("exc, stage, host_fault, outcome, retry", [
+    # Before the agent: the guest is as the image made it; whatever breaks is infrastructure.
+    (CHANNEL, "before_agent", None, "infra_error", True),
+    (InfraError("libvirt could not restore"), "before_agent", None, "infra_error", True),
+    (FileNotFoundError("overlay.qcow2"), "before_agent", None, "infra_error", True),
+    # While the agent runs, its own machinery breaking is the agent's.
+    (CHANNEL, "agent", None, "agent_error", False),
+    (ValueError("bad JSON from the model CLI"), "agent", None, "agent_error", False),
+    # After the agent: a broken channel, a listing that never ends, a reboot's EOF, a planted
+    # file's PermissionError, a full disk: the agent's doing, and it counts.
+    (CHANNEL, "after_agent", None, "fail", False),
+    (LISTING_TIMEOUT, "after_agent", None, "fail", False),
+    (EOFError(), "after_agent", None, "fail", False),
+    (paramiko.SSHException("Error reading SSH protocol banner"), "after_agent", None, "fail", False),
+    (PermissionError(13, "Permission denied"), "after_agent", None, "fail", False),
+    (FileNotFoundError(2, "No such file"), "after_agent", None, "fail", False),
+    # What the host sees is never the agent's, whatever the phase.
+    (CHANNEL, "after_agent", QEMU_GONE, "infra_error", True),
+    (LISTING_TIMEOUT, "after_agent", "VM cu-1-0's QEMU is stopped (SIGSTOP): the guest is frozen", "infra_error", True),
+    (CHANNEL, "agent", "libvirt does not answer about cu-1-0", "infra_error", True),
+])
+def test_blame_by_phase(exc, stage, host_fault, outcome, retry):
+    verdict = blame(exc, stage, host_fault)
+    assert (verdict.outcome, verdict.retry) == (outcome, retry)
+
+
+def test_reasons_say_what_happened():
+    assert blame(CHANNEL, "after_agent", None).reason == (
+        "the guest's command channel was broken after the agent ran: "
+        "SSH to root@127.0.0.1:4022 dropped while a command ran")
+    assert blame(EOFError("eof"), "before_agent", None).reason == "EOFError: eof"
+    assert blame(CHANNEL, "after_agent", QEMU_GONE).reason.startswith(QEMU_GONE)
