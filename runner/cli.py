@@ -263,7 +263,7 @@ def vm_up(
         else:
             e = vm.endpoints
             con.print(f"[green]{e.domain} is up[/] (ready in {sum(vm.timings.phases.values()):.1f} s)\n"
-                      f"  screen: vncviewer {e.vnc.replace(':', '::')}\n"
+                      f"  screen: vncviewer {e.vnc.replace(':', '::')} (VNC password {e.vnc_password})\n"
                       f"  shell:  {e.how_to_connect()}\n"
                       "Ctrl-C stops and removes it.")
         _wait_forever(vm)

@@ -50,6 +50,14 @@ class Settings:
         return self.cache_dir / "episodes"
 
 
+def private_dir(path: Path) -> Path:
+    """PATH as a folder only its owner may enter (made if missing): run folders, episode
+    folders and keys hold screenshots, logs and credentials of the runner's user alone."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
 def recipe_dir(name: str) -> Path:
     """The build recipe of a built-in image (images/<name>/ in the source tree)."""
     return PROJECT_ROOT / "images" / name

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import logging
+import secrets
 import shutil
 import socket
+import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from runner.hypervisor.domain_xml import (
     SlotIdentity,
     Uefi,
     build_domain_xml,
+    redacted,
 )
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.hypervisor.overlay import create_overlay
@@ -58,6 +61,10 @@ START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU bindi
 WARM_SLOT_WAIT = 300.0  # another run's episode on the same warm slot finishes well within this
 
 
+class HostFault(InfraError):
+    """What the host itself sees wrong with a VM (QEMU gone or stopped, libvirt gone): never the agent's."""
+
+
 @dataclass
 class EpisodeOptions:
     accel: Accel = "tcg"
@@ -74,6 +81,7 @@ class Endpoints:
 
     domain: str
     vnc: str
+    vnc_password: str
     shell: str  # ssh (linux) or winrm (windows)
     host: str
     port: int
@@ -86,7 +94,7 @@ class Endpoints:
             access["key"] = self.ssh_key
         else:
             access["endpoint"] = f"http://{self.host}:{self.port}/wsman"
-        return {"domain": self.domain, "vnc": self.vnc, self.shell: access}
+        return {"domain": self.domain, "vnc": self.vnc, "vnc_password": self.vnc_password, self.shell: access}
 
     def how_to_connect(self) -> str:
         if self.shell == "ssh":
@@ -138,6 +146,8 @@ class EpisodeVM:
         self._domain_xml = ""
         self._undo: list[tuple[str, Callable[[], object]]] = []
         self.endpoints: Endpoints | None = None
+        # Fresh for every episode, set in the domain and handed only to what the run connects.
+        self.vnc_password = new_vnc_password()
 
     # -- public handles
 
@@ -209,7 +219,8 @@ class EpisodeVM:
             self._undo.append(("release warm slot", lock.release))
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
-        self.workdir.mkdir(parents=True)
+        self.workdir.parent.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(mode=0o700)  # the overlay, the NVRAM and the serial log are the run's alone
         self._undo.append(("remove episode folder", lambda: shutil.rmtree(self.workdir, ignore_errors=True)))
         owner = me()
         (self.workdir / OWNER_FILE).write_text(json.dumps({
@@ -231,7 +242,7 @@ class EpisodeVM:
             shell_port = free_port()
             spec = episode_domain_spec(
                 self.image, self.identity, self.workdir, self.options.accel, shell_port, owner,
-                self.host.uri, self.options.memory_mib, run_id=self.run_id,
+                self.host.uri, self.options.memory_mib, run_id=self.run_id, vnc_password=self.vnc_password,
             )
             self._domain_xml = build_domain_xml(spec)
             try:
@@ -248,13 +259,14 @@ class EpisodeVM:
 
         vnc_port = self.host.vnc_port(self._domain)
         capture = self._libvirt_capture if self.options.capture == "libvirt" else None
-        self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset)
+        self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset,
+                                   password=self.vnc_password)
         self._undo.append(("close display", self._display.close))
         if manifest.ssh is not None:
             ssh = manifest.ssh
             key = self.image.path(ssh.private_key)
-            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "ssh", "127.0.0.1", shell_port,
-                                       ssh.user, str(key))
+            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password, "ssh", "127.0.0.1",
+                                       shell_port, ssh.user, str(key))
             self._shell = SshShell("127.0.0.1", shell_port, ssh.user, key, ssh.host_key)
             assert ssh.admin_private_key is not None  # checked with the image (require_admin_channel)
             self._admin_shell = SshShell("127.0.0.1", shell_port, ssh.admin_user, self.image.path(ssh.admin_private_key),
@@ -262,8 +274,8 @@ class EpisodeVM:
         else:
             winrm = manifest.winrm
             assert winrm is not None and winrm.admin_user is not None and winrm.admin_password is not None
-            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", "winrm", "127.0.0.1", shell_port,
-                                       winrm.user)
+            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password, "winrm", "127.0.0.1",
+                                       shell_port, winrm.user)
             self._shell = WinRmShell("127.0.0.1", shell_port, winrm.user, winrm.password, transport=winrm.transport)
             self._admin_shell = WinRmShell("127.0.0.1", shell_port, winrm.admin_user, winrm.admin_password,
                                            transport=winrm.transport)
@@ -351,7 +363,7 @@ class EpisodeVM:
         """Raises InfraError when the host sees the VM broken: QEMU gone or stopped, libvirt gone."""
         fault = self.host_fault()
         if fault is not None:
-            raise InfraError(fault, fix=f"see the serial log {self.serial_log}")
+            raise HostFault(fault, fix=f"see the serial log {self.serial_log}")
 
     def host_fault(self) -> str | None:
         """What the host itself can see is wrong with this VM, or None. Only such faults are the
@@ -372,7 +384,7 @@ class EpisodeVM:
             if self.serial_log.exists():
                 shutil.copy(self.serial_log, dest / "serial.log")
             if self._domain_xml:
-                (dest / "domain.xml").write_text(self._domain_xml)
+                (dest / "domain.xml").write_text(redacted(self._domain_xml))
             # A stopped QEMU does not answer its monitor: a screenshot would wait for ever.
             if self._display is not None and self.host_fault() is None:
                 (dest / "last-screen.png").write_bytes(self._display.screenshot())
@@ -416,6 +428,7 @@ def episode_domain_spec(
     memory_mib: int | None = None,
     *,
     run_id: str | None = None,
+    vnc_password: str | None = None,
 ) -> DomainSpec:
     """The domain an episode of IMAGE on slot IDENTITY gets: one definition for runs and dry runs."""
     m = image.manifest
@@ -430,6 +443,7 @@ def episode_domain_spec(
         forwards=(PortForward(shell_port, m.shell_port),),
         memory_mib=memory_mib or m.memory_mib,
         run_as=run_as_for(libvirt_uri),
+        vnc_password=vnc_password,
     )
 
 
@@ -448,6 +462,14 @@ def check_free_space(folder: Path, needed: int, what: str) -> None:
         raise InfraError(f"the filesystem of {folder} has {free / 2**20:.0f} MiB free; {what} needs at least "
                          f"{needed / 2**20:.0f} MiB",
                          fix="free some space there, or point --cache-dir (CU_RUN_HOME) at a larger filesystem")
+
+
+VNC_PASSWORD_CHARS = string.ascii_letters + string.digits
+
+
+def new_vnc_password() -> str:
+    """Eight random characters: all that VNC's own authentication reads."""
+    return "".join(secrets.choice(VNC_PASSWORD_CHARS) for _ in range(8))
 
 
 def free_port() -> int:

@@ -25,8 +25,8 @@ from runner.agent_session import mcp_session
 from runner.agents import Agent, AgentResult
 from runner.blame import Stage, blame, describe
 from runner.catalog import Image
-from runner.config import Settings
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.config import Settings, private_dir
+from runner.episode import EpisodeOptions, EpisodeVM, HostFault
 from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -202,7 +202,8 @@ class Harness:
     def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime) -> EpisodeRecord:
         ep_dir = self.episode_dir(task, trial)
         shutil.rmtree(ep_dir, ignore_errors=True)
-        ep_dir.mkdir(parents=True)
+        private_dir(ep_dir.parent)
+        ep_dir.mkdir(mode=0o700)
         t0 = time.monotonic()
         state = EpisodeState()
         warm = self.pool.warm.get(slot)
@@ -218,7 +219,10 @@ class Harness:
                 try:
                     scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state)
                 except Exception as exc:  # noqa: BLE001 - blamed by phase in _with_retries
-                    raise EpisodeFault(exc, state.stage, vm.host_fault()) from exc
+                    # The host's own word, when it already spoke, is not asked again: a fault
+                    # it saw (libvirt gone) may have mended itself since (reconnected).
+                    seen = exc.message if isinstance(exc, HostFault) else vm.host_fault()
+                    raise EpisodeFault(exc, state.stage, seen) from exc
                 self._set(slot, task, trial, "teardown")
                 t = time.monotonic()
             state.phases["teardown"] = round(time.monotonic() - t, 3)

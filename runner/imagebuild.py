@@ -31,7 +31,7 @@ from runner.catalog import (
     SshAccess,
     sha256_file,
 )
-from runner.config import PROJECT_ROOT, recipe_dir
+from runner.config import PROJECT_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
 
 LINUX_TEST = "linux-test"
@@ -47,6 +47,9 @@ TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' 
 # session and (through its session bus) to AT-SPI.
 GUEST_AGENT_DIR = PROJECT_ROOT / "guest_agent" / "linux"
 GUEST_AGENT_COMMAND = "DISPLAY=:0 /usr/local/bin/cu-guest-agent"
+# Bumped when what a build writes around the recipe changes, so cached images are rebuilt:
+# 2 = the admin key, a 0700 keys folder and a 0600 manifest.
+BUILD_LAYOUT = "2"
 REQUIRED_TOOLS = {
     "mmdebstrap": "mmdebstrap",
     "mkfs.ext4": "e2fsprogs",
@@ -110,7 +113,8 @@ def recipe_hash(recipe: Path) -> str:
 
     A cached image whose hash differs was built from another recipe and is rebuilt.
     """
-    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode() + GUEST_AGENT_COMMAND.encode())
+    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode() + GUEST_AGENT_COMMAND.encode()
+                            + BUILD_LAYOUT.encode())
     for folder in (recipe, GUEST_AGENT_DIR):
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(folder.parent)).encode() + b"\0" + path.read_bytes())
@@ -121,8 +125,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
     recipe = recipe_dir(name)
     work = catalog.root / f".build-{name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
-    keys = work / "keys"
-    keys.mkdir(parents=True)
+    keys = private_dir(work / "keys")
     started = time.monotonic()
     try:
         _make_keys(keys)
@@ -158,6 +161,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
         )
         (work / "packages.tsv").unlink()
         (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+        (work / MANIFEST).chmod(0o600)  # it names the keys and holds the desktop user's password
         disk.chmod(0o444)  # the golden disk is only ever a backing file
         final = catalog.folder(name)
         if final.exists():

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from runner.agents import make_agent
 from runner.catalog import Catalog
-from runner.config import Settings
+from runner.config import Settings, private_dir
 from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.harness import Harness, PoolConfig
@@ -104,7 +104,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     accel, probe = resolve_accel(settings, image, request.accel)
     finished = log.finished()
     work = [(t, trial) for trial in range(1, request.trials + 1) for t in tasks if (t.id, trial) not in finished]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     host = LibvirtHost(settings.libvirt_uri)
     try:
         plan = plan_start(request.start, host, image, accel, settings.libvirt_uri, request.vm_pool)

@@ -68,6 +68,7 @@ class VncDisplay(Display):
         timeout: float = DEFAULT_TIMEOUT,
         key_delay: float = 0.01,
         pointer_offset: int = 0,
+        password: str | None = None,
     ) -> None:
         """CAPTURE, when given, returns the screen as PNG bytes faster than VNC can.
 
@@ -75,6 +76,7 @@ class VncDisplay(Display):
         absolute tablet a guest may land that many pixels short (see the image manifest).
         """
         self.address = f"{host}::{port}"
+        self._password = password
         self._capture = capture
         self._timeout = timeout
         self._key_delay = key_delay
@@ -93,7 +95,8 @@ class VncDisplay(Display):
     def _connect(self) -> None:
         try:
             with _CONNECT_LOCK:
-                self._client = vnc_api.connect(self.address, timeout=self._timeout, factory_class=_KeysymFactory)
+                self._client = vnc_api.connect(self.address, password=self._password, timeout=self._timeout,
+                                               factory_class=_KeysymFactory)
                 self._client.pause(0)  # returns once the RFB handshake is done
         except Exception as exc:
             self._client = None

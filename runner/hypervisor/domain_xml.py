@@ -6,6 +6,8 @@ Elements are emitted in a fixed order so the output is stable and golden-file te
 
 from __future__ import annotations
 
+import re
+
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -102,6 +104,13 @@ class DomainSpec:
     # Run QEMU as this uid:gid without relabelling files, so a caller's cache folder
     # works under qemu:///system the way it would under qemu:///session.
     run_as: tuple[int, int] | None = None
+    # VNC's own authentication (8 characters at most): nobody but the run drives the episode.
+    vnc_password: str | None = None
+
+
+def redacted(domain_xml: str) -> str:
+    """DOMAIN_XML fit to keep in a run folder: the VNC password blanked out."""
+    return re.sub(r"""passwd=(['"])[^'"]*\1""", "passwd='(per-episode, not kept)'", domain_xml)
 
 
 def build_domain_xml(spec: DomainSpec) -> str:
@@ -204,7 +213,8 @@ def _devices(devices: ET.Element, spec: DomainSpec) -> None:
     # Windows has no inbox virtio-input driver; its USB HID driver takes a USB tablet.
     ET.SubElement(devices, "input", {"type": "tablet", "bus": "usb" if spec.firmware else "virtio"})
     ET.SubElement(devices, "input", {"type": "keyboard", "bus": "ps2"})
-    graphics = ET.SubElement(devices, "graphics", {"type": "vnc", "port": "-1", "autoport": "yes", "listen": "127.0.0.1"})
+    graphics = ET.SubElement(devices, "graphics", {"type": "vnc", "port": "-1", "autoport": "yes", "listen": "127.0.0.1",
+                                                   **({"passwd": spec.vnc_password} if spec.vnc_password else {})})
     ET.SubElement(graphics, "listen", {"type": "address", "address": "127.0.0.1"})
     video = ET.SubElement(devices, "video")
     ET.SubElement(video, "model", {"type": "vga", "vram": "16384", "heads": "1", "primary": "yes"})

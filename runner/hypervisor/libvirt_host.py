@@ -6,16 +6,22 @@ connection. Errors come out as InfraError with the URI and the fix.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import libvirt
 
 from runner.errors import InfraError
 from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # libvirt prints every error to stderr by default; they are raised as exceptions anyway.
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
@@ -62,6 +68,24 @@ class LibvirtHost:
                 self._conn = self._open()
             return self._conn
 
+    def _call(self, op: Callable[[libvirt.virConnect], T]) -> T:
+        """OP on the connection; once more on a new one when the old one turns out lost (a
+        libvirtd restart leaves a connection that says it is alive until its first write fails)."""
+        try:
+            return op(self.conn)
+        except libvirt.libvirtError as exc:
+            if not connection_lost(exc):
+                raise
+            log.warning("the libvirt connection to %s was lost (%s); connecting again", self.uri,
+                        exc.get_error_message())
+            with self._lock:
+                try:
+                    self._conn.close()
+                except libvirt.libvirtError:
+                    pass
+                self._conn = self._open()
+            return op(self.conn)
+
     def close(self) -> None:
         try:
             self._conn.close()
@@ -72,8 +96,8 @@ class LibvirtHost:
 
     def versions(self) -> dict[str, str]:
         return {
-            "libvirt": _dotted(self.conn.getLibVersion()),
-            "hypervisor": _dotted(self.conn.getVersion()),
+            "libvirt": _dotted(self._call(lambda c: c.getLibVersion())),
+            "hypervisor": _dotted(self._call(lambda c: c.getVersion())),
         }
 
     # -- domains
@@ -81,7 +105,7 @@ class LibvirtHost:
     def start(self, domain_xml: str) -> libvirt.virDomain:
         """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
         try:
-            return self.conn.createXML(domain_xml, 0)
+            return self._call(lambda c: c.createXML(domain_xml, 0))
         except libvirt.libvirtError as exc:
             raise InfraError(f"libvirt could not start the domain: {exc.get_error_message()}") from exc
 
@@ -90,7 +114,7 @@ class LibvirtHost:
         disk, ports and file paths may differ), running."""
         name = ET.fromstring(domain_xml).findtext("name")
         try:
-            self.conn.restoreFlags(str(ram), domain_xml, libvirt.VIR_DOMAIN_SAVE_RUNNING)
+            self._call(lambda c: c.restoreFlags(str(ram), domain_xml, libvirt.VIR_DOMAIN_SAVE_RUNNING))
         except libvirt.libvirtError as exc:
             raise InfraError(f"libvirt could not restore {ram} into {name}: {exc.get_error_message()}",
                              fix="re-warm the slot: cu-run image warm IMAGE --force") from exc
@@ -108,7 +132,7 @@ class LibvirtHost:
 
     def lookup(self, name: str) -> libvirt.virDomain | None:
         try:
-            return self.conn.lookupByName(name)
+            return self._call(lambda c: c.lookupByName(name))
         except libvirt.libvirtError as exc:
             if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                 return None
@@ -185,7 +209,7 @@ class LibvirtHost:
     def cu_domains(self) -> list[DomainInfo]:
         """Every domain whose name has cu-run's prefix, with the episode tag if it has one."""
         found = []
-        for dom in self.conn.listAllDomains(0):
+        for dom in self._call(lambda c: c.listAllDomains(0)):
             name = dom.name()
             if not name.startswith(DOMAIN_PREFIX):
                 continue
@@ -198,6 +222,13 @@ class LibvirtHost:
             except libvirt.libvirtError:
                 continue  # vanished while listing
         return found
+
+
+def connection_lost(exc: libvirt.libvirtError) -> bool:
+    """Whether EXC says the connection itself is gone (libvirtd restarted or died), not that the
+    call failed: only then is a new connection worth a try."""
+    return exc.get_error_domain() == libvirt.VIR_FROM_RPC or exc.get_error_code() in (
+        libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_INVALID_CONN, libvirt.VIR_ERR_NO_CONNECT)
 
 
 def _qemu_pid_file(uri: str, name: str) -> Path:

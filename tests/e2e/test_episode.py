@@ -123,6 +123,37 @@ def test_guest_network_reaches_nothing_but_the_forwarded_shell(episode):
     assert output.count("closed") == len(targets)
 
 
+def test_vnc_needs_the_episodes_password(episode):
+    """Nobody but the run drives the episode: a VNC client without the password is refused, one
+    with it gets a frame. The password is in the domain only where libvirt keeps secrets."""
+    import libvirt
+
+    from runner.display.vnc import VncDisplay
+    from runner.errors import GuestUnreachable
+
+    host, port = episode.endpoints.vnc.split(":")
+    for password in (None, "wrong123"):
+        with pytest.raises(GuestUnreachable):
+            VncDisplay(host, int(port), timeout=15, password=password).screenshot_vnc()
+    right = VncDisplay(host, int(port), timeout=30, password=episode.vnc_password)
+    try:
+        assert png_size(right.screenshot_vnc()) == (1280, 800)
+    finally:
+        right.close()
+    dom = episode.host.lookup(episode.name)
+    assert episode.vnc_password not in dom.XMLDesc(0)
+    assert f"passwd='{episode.vnc_password}'" in dom.XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE)
+    assert len(episode.vnc_password) == 8 and episode.endpoints.as_json()["vnc_password"] == episode.vnc_password
+
+
+def test_the_episodes_files_are_the_runners_alone(episode, linux_image):
+    assert episode.workdir.stat().st_mode & 0o777 == 0o700
+    keys = linux_image.folder / "keys"
+    assert keys.stat().st_mode & 0o777 == 0o700
+    assert all(k.stat().st_mode & 0o777 == 0o600 for k in keys.iterdir() if not k.name.endswith(".pub"))
+    assert (linux_image.folder / "manifest.json").stat().st_mode & 0o777 == 0o600
+
+
 def test_the_admin_channel_is_root_with_a_clean_environment_out_of_the_desktop_users_reach(episode):
     admin = episode.admin_shell.run("id -u; echo \"$PATH\"; env | cut -d= -f1 | sort | tr '\\n' ' '", timeout=30)
     uid, path, names = admin.stdout.splitlines()

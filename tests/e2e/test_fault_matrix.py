@@ -21,7 +21,7 @@ def suite_of(tmp_path: Path, oracle: str, ids=("one", "two")) -> Path:
         folder = suite / task_id
         folder.mkdir(parents=True)
         (folder / "task.yaml").write_text(f"id: {task_id}\ninstruction: write the goal\nprofile: linux\n"
-                                          "timeout_s: 90\n")
+                                          "timeout_s: 90\nwrite_set: {allow: ['~/goal.txt']}\n")
         (folder / "setup.sh").write_text('rm -f "$USER_HOME/goal.txt"\n')
         (folder / "oracle.sh").write_text(f'{oracle}\necho done > "$HOME/goal.txt"\n')
         (folder / "verify.sh").write_text('[ "$(cat "$USER_HOME/goal.txt")" = done ] && echo PASS || echo FAIL no goal\n')

@@ -220,3 +220,37 @@ def test_command_agent_and_the_step_limit(linux_image, tmp_path):
     assert limited.returncode == 0, limited.stderr[-3000:]
     (record,) = results(tmp_path / "limited")
     assert record["outcome"] == "timeout" and "max-steps" in record["reason"]
+
+
+def test_the_vnc_password_is_fresh_per_episode_and_never_written_down(linux_image, host, tmp_path):
+    """Episodes, warm restores, MCP and the scripted agent all work with the password on; each
+    episode has its own; no file of the run folder holds one; the folders are the runner's alone."""
+    import re
+    import time
+
+    import libvirt
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", "--suite", "linux-core", "--agent", "scripted",
+                             "--tasks", "folder-tree", "--trials", "2", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    passwords = set()
+    while proc.poll() is None:
+        for d in host.cu_domains():
+            if d.active and d.tag and d.tag.owner_pid == proc.pid:
+                try:
+                    xml = host.lookup(d.name).XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE)
+                except (libvirt.libvirtError, AttributeError):
+                    continue  # gone while looking
+                passwords.update(re.findall(r"passwd='([^']+)'", xml))
+        time.sleep(0.5)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    assert {r["outcome"] for r in results(out)} == {"pass"}
+    assert len(passwords) == 2, passwords  # one per episode
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(p.encode() in data for p in passwords), f"{path} holds a VNC password"
+    for folder in [out, *[p for p in out.rglob("*") if p.is_dir()]]:
+        assert folder.stat().st_mode & 0o777 == 0o700, folder

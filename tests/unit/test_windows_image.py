@@ -225,3 +225,15 @@ def test_doctor_warns_about_an_ending_licence(tmp_path):
     (folder / "manifest.json").write_text(_json.dumps(manifest.model_dump(mode="json")))
     (check,) = _licences(settings)
     assert check.status == "warn" and "ends in 5 days" in check.detail and "--force" in check.fix
+
+
+def test_the_last_provisioning_step_splits_the_desktop_user_from_the_verifier_account():
+    """The autologon user ends a standard user (the agent acts as it); the runner verifies as a
+    separate administrator whose password only the manifest knows."""
+    template = (TEMPLATE_DIR / "windows-11.pkr.hcl").read_text()
+    last = template.rindex('provisioner "powershell"')
+    assert "scripts/accounts.ps1" in template[last:] and "CU_VERIFIER_PASSWORD=${var.verifier_password}" in template[last:]
+    accounts = (TEMPLATE_DIR / "scripts" / "accounts.ps1").read_text()
+    assert "Remove-LocalGroupMember -Group 'Administrators' -Member $env:CU_USER" in accounts
+    assert "Add-LocalGroupMember -Group 'Administrators' -Member $env:CU_VERIFIER_USER" in accounts
+    assert "Add-LocalGroupMember -Group 'Remote Management Users' -Member $env:CU_USER" in accounts
