@@ -13,6 +13,16 @@ DEFAULT_LIBVIRT_URI = "qemu:///system"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def data_root() -> Path:
+    """Where the built-in suites, image recipes, guest agent and Packer template are: the source
+    tree (a checkout, an editable install), or the copy a wheel installs as runner/_data."""
+    installed = Path(__file__).resolve().parent / "_data"
+    return installed if installed.is_dir() else PROJECT_ROOT
+
+
+DATA_ROOT = data_root()
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get("CU_RUN_HOME")
     if env:
@@ -60,4 +70,4 @@ def private_dir(path: Path) -> Path:
 
 def recipe_dir(name: str) -> Path:
     """The build recipe of a built-in image (images/<name>/ in the source tree)."""
-    return PROJECT_ROOT / "images" / name
+    return DATA_ROOT / "images" / name

@@ -31,7 +31,7 @@ from runner.catalog import (
     SshAccess,
     sha256_file,
 )
-from runner.config import PROJECT_ROOT, private_dir, recipe_dir
+from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
 
 LINUX_TEST = "linux-test"
@@ -45,7 +45,7 @@ KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigation
 TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' >/dev/null"
 # customize.sh installs guest_agent/linux/cu_guest_agent.py here; it talks to the user's X
 # session and (through its session bus) to AT-SPI.
-GUEST_AGENT_DIR = PROJECT_ROOT / "guest_agent" / "linux"
+GUEST_AGENT_DIR = DATA_ROOT / "guest_agent" / "linux"
 GUEST_AGENT_COMMAND = "DISPLAY=:0 /usr/local/bin/cu-guest-agent"
 # Bumped when what a build writes around the recipe changes, so cached images are rebuilt:
 # 2 = the admin key, a 0700 keys folder and a 0600 manifest.

@@ -26,10 +26,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from runner.config import PROJECT_ROOT
+from runner.config import DATA_ROOT
 from runner.errors import UsageError
 
-SUITES_DIR = PROJECT_ROOT / "tasks"
+SUITES_DIR = DATA_ROOT / "tasks"
 SCRIPT_EXT = {"linux": ".sh", "windows": ".ps1"}
 REQUIRED_SCRIPTS = ("verify", "oracle")
 OPTIONAL_SCRIPTS = ("setup",)

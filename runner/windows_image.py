@@ -37,11 +37,11 @@ from runner.catalog import (
     WinRmAccess,
     sha256_file,
 )
-from runner.config import PROJECT_ROOT
+from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.imagebuild import run_logged
 
-TEMPLATE_DIR = PROJECT_ROOT / "packer" / "windows-11"
+TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
 DEFAULT_SEED = TEMPLATE_DIR / "evals-seed"
 OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),

@@ -28,7 +28,7 @@ mmdebstrap --variant=minbase --mode=root --format=directory \
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/dri/*' \
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM*' \
     --include="$packages" \
-    --customize-hook="CU_KEYS='$keys' CU_GUEST_AGENT='$CU_GUEST_AGENT' '$here/customize.sh' \"\$1\"" \
+    --customize-hook="CU_KEYS='$keys' CU_GUEST_AGENT='$CU_GUEST_AGENT' sh '$here/customize.sh' \"\$1\"" \
     bookworm "$root" "$mirror"
 
 echo "== kernel and initrd"

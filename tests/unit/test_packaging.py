@@ -1,0 +1,43 @@
+"""A non-editable install works: `pip install .` into a clean venv gives a cu-run that finds the
+built-in suites, the image recipe, the Packer template and the guest agent inside the package."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from runner.config import PROJECT_ROOT
+
+
+def test_a_clean_non_editable_install_finds_its_data(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(PROJECT_ROOT)],
+                               capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        # From a folder outside the source tree, so nothing of the checkout is on the path.
+        return subprocess.run([str(venv / "bin" / "cu-run"), *args], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "HOME": str(tmp_path)})
+
+    listed = run("tasks", "list", "--suite", "linux-core")
+    assert listed.returncode == 0 and "editor-write-save" in listed.stdout, listed.stdout + listed.stderr
+    assert "site-packages" in " ".join(listed.stdout.split())
+    for suite in ("linux-core", "linux-safety", "windows-core"):
+        linted = run("tasks", "lint", "--suite", suite)
+        assert linted.returncode == 0, linted.stdout + linted.stderr
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "from runner.config import DATA_ROOT, recipe_dir; from runner.imagebuild import GUEST_AGENT_DIR, recipe_hash;"
+         "from runner.windows_image import TEMPLATE_DIR;"
+         "print(DATA_ROOT); print(recipe_hash(recipe_dir('linux-test')));"
+         "print((recipe_dir('linux-test') / 'rootfs/home/cu/.xinitrc').is_file(), (GUEST_AGENT_DIR / 'cu_guest_agent.py').is_file(),"
+         "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file())"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    data_root, digest, found = where.stdout.splitlines()
+    assert Path(data_root).is_relative_to(venv) and found == "True True True True", where.stdout + where.stderr
+    # The installed recipe is the checkout's, file for file: an image built from either is the same.
+    from runner.config import recipe_dir
+    from runner.imagebuild import recipe_hash
+
+    assert digest == recipe_hash(recipe_dir("linux-test"))
