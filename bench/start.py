@@ -24,7 +24,7 @@ from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
 from runner.imagebuild import LINUX_TEST, build_image  # noqa: E402
 from runner.session import resolve_accel  # noqa: E402
-from runner.warm import warm_image  # noqa: E402
+from runner.warming import warm_image  # noqa: E402
 
 
 def qemu_rss_mib(domain: str) -> float:

@@ -105,7 +105,7 @@ def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, eval
                                         ("--python-installer", python_installer)) if value is None]
     if missing:
         raise UsageError(f"building windows-11 needs {', '.join(missing)}",
-                         fix="see the README's 'Build the Windows image' for where each file comes from")
+                         fix="docs/windows.md says where each file comes from")
     existing = catalog.find(name)
     if existing is not None and not force:
         con.print(f"{name}: already built (use --force to rebuild)")
@@ -134,7 +134,7 @@ def image_list(
     cache_dir: CacheDir = None,
 ) -> None:
     """Show the image catalog and each image's warm states."""
-    from runner.warm import list_slots
+    from runner.warm_state import list_slots
 
     settings = Settings.resolve(cache_dir)
     images = Catalog(settings.images_dir).images()
@@ -174,7 +174,8 @@ def image_warm(
     """
     from runner.hypervisor.libvirt_host import LibvirtHost
     from runner.session import resolve_accel
-    from runner.warm import remove_warm, warm_image
+    from runner.warm_state import remove_warm
+    from runner.warming import warm_image
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     image = Catalog(settings.images_dir).get(name)

@@ -13,7 +13,6 @@ partial state and re-raises the original error.
 from __future__ import annotations
 
 import json
-import os
 import logging
 import secrets
 import shutil
@@ -32,28 +31,18 @@ from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.guest.ssh import SshShell
 from runner.guest.winrm import WinRmShell
-from runner.hypervisor.domain_xml import (
-    Accel,
-    DirectKernel,
-    DomainSpec,
-    EpisodeTag,
-    PortForward,
-    SlotIdentity,
-    Uefi,
-    build_domain_xml,
-    redacted,
-)
+from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.hypervisor.overlay import create_overlay
-from runner.owner import Owner, me
+from runner.owner import me
 from runner.screen import color_fraction, is_blank
+from runner.episode_domain import NVRAM_FILE, episode_domain_spec
 from runner.task_scripts import LINUX_ADMIN_ENV
-from runner.warm import WarmSlot, slot_lock, warm_identity
+from runner.warm_state import WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
-NVRAM_FILE = "OVMF_VARS.fd"
 SHELL_READY_TIMEOUT = 240.0
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
@@ -417,36 +406,6 @@ def desktop_shown(png: bytes, desktop_color: str | None) -> bool:
     return desktop_color is None or color_fraction(png, desktop_color) >= DESKTOP_SHARE
 
 
-def episode_domain_spec(
-    image: Image,
-    identity: SlotIdentity,
-    workdir: Path,
-    accel: Accel,
-    shell_port: int,
-    owner: Owner,
-    libvirt_uri: str,
-    memory_mib: int | None = None,
-    *,
-    run_id: str | None = None,
-    vnc_password: str | None = None,
-) -> DomainSpec:
-    """The domain an episode of IMAGE on slot IDENTITY gets: one definition for runs and dry runs."""
-    m = image.manifest
-    return DomainSpec(
-        identity=identity,
-        accel=accel,
-        disk=workdir / "overlay.qcow2",
-        serial_log=workdir / "serial.log",
-        tag=EpisodeTag(run_id or identity.pool, identity.slot, owner.pid, owner.start, workdir),
-        boot=DirectKernel(image.path(m.boot.kernel), image.path(m.boot.initrd), m.boot.cmdline) if m.boot else None,
-        firmware=Uefi(Path(m.firmware.code), workdir / NVRAM_FILE) if m.firmware else None,
-        forwards=(PortForward(shell_port, m.shell_port),),
-        memory_mib=memory_mib or m.memory_mib,
-        run_as=run_as_for(libvirt_uri),
-        vnc_password=vnc_password,
-    )
-
-
 EPISODE_MIN_FREE_BYTES = 512 * 2**20  # an overlay grows with what the guest writes
 
 
@@ -476,10 +435,3 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def run_as_for(uri: str) -> tuple[int, int] | None:
-    """Under a local qemu:///system, run QEMU as the caller so its cache folder needs no chown."""
-    if uri.startswith("qemu:///system"):
-        return os.getuid(), os.getgid()
-    return None

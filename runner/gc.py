@@ -18,7 +18,7 @@ from runner.config import Settings
 from runner.episode import OWNER_FILE
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import Owner
-from runner.warm import list_slots, warm_root
+from runner.warm_state import list_slots, warm_root
 
 
 @dataclass

@@ -37,7 +37,7 @@ from runner.safety import Violation, check_trajectory, read_trajectory
 from runner.task_scripts import grant_admin, hand_home_to_user, run_privileged
 from runner.tasks import SafetyRule, Task
 from runner.verdict import Verdict, parse_verdict
-from runner.warm import WarmSlot
+from runner.warm_state import WarmSlot
 from runner.writeset import (
     DEFAULT_IGNORE,
     DEFAULT_WATCH,

@@ -33,6 +33,7 @@ from runner.catalog import (
 )
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
+from runner.scratch import scratch_then_rename
 
 LINUX_TEST = "linux-test"
 BUILT_IN = (LINUX_TEST,)
@@ -68,7 +69,7 @@ def build_image(catalog: Catalog, name: str, *, force: bool = False, progress: P
     if name not in BUILT_IN:
         raise UsageError(
             f"no built-in recipe for image {name!r} (known: {', '.join(BUILT_IN)})",
-            fix="the Windows image is built with Packer: see the README",
+            fix="the Windows image is built with Packer: see docs/windows.md",
         )
     check_build_host()
     catalog.root.mkdir(parents=True, exist_ok=True)
@@ -123,11 +124,9 @@ def recipe_hash(recipe: Path) -> str:
 
 def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
     recipe = recipe_dir(name)
-    work = catalog.root / f".build-{name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    keys = private_dir(work / "keys")
     started = time.monotonic()
-    try:
+    with scratch_then_rename(catalog.folder(name), catalog.root / f".build-{name}-{os.getpid()}") as work:
+        keys = private_dir(work / "keys")
         _make_keys(keys)
         _run_recipe(recipe / "build.sh", work, keys, progress)
         for leftover in ("client_key.pub", "admin_key.pub", "ssh_host_ed25519_key"):
@@ -163,13 +162,6 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
         (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
         (work / MANIFEST).chmod(0o600)  # it names the keys and holds the desktop user's password
         disk.chmod(0o444)  # the golden disk is only ever a backing file
-        final = catalog.folder(name)
-        if final.exists():
-            _remove_tree(final)
-        work.rename(final)
-    except BaseException:
-        _remove_tree(work)
-        raise
     return catalog.get(name)
 
 
@@ -219,10 +211,3 @@ def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> Non
 
 def _packages(tsv: Path) -> list[str]:
     return [line.replace("\t", "=") for line in tsv.read_text().splitlines() if line.strip()]
-
-
-def _remove_tree(path: Path) -> None:
-    # The golden disk is read-only; make it writable again only to delete it.
-    for disk in path.glob("*.qcow2"):
-        disk.chmod(0o644)
-    shutil.rmtree(path, ignore_errors=True)

@@ -32,7 +32,7 @@ from runner.lint import lint_task_scripts
 from runner.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
-from runner.warm import plan_start
+from runner.start_plan import plan_start
 from runner.windows_image import licence_warning
 
 DEFAULT_IMAGE = {"linux": "linux-test", "windows": "windows-11"}

@@ -40,6 +40,7 @@ from runner.catalog import (
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.imagebuild import run_logged
+from runner.scratch import scratch_then_rename
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
@@ -121,12 +122,12 @@ def preflight(inputs: WindowsInputs, catalog_root: Path, progress: Progress = la
     packer = shutil.which("packer")
     version = (0, 0, 0)
     if packer is None:
-        problems.append("packer: not on PATH (Debian: apt install packer; or a current Packer, see the README)")
+        problems.append("packer: not on PATH (Debian: apt install packer; or a current Packer, see docs/windows.md)")
     else:
         version = packer_version(packer)
         if version >= (1, 7, 0) and not qemu_plugin_installed(packer):
             problems.append(f"packer {'.'.join(map(str, version))}: the qemu plugin is not installed "
-                            "(air-gapped: copy packer-plugin-qemu into ~/.config/packer/plugins, see the README)")
+                            "(air-gapped: copy packer-plugin-qemu into ~/.config/packer/plugins, see docs/windows.md)")
     ovmf = next(((c, v) for c, v in OVMF_CANDIDATES if Path(c).is_file() and Path(v).is_file()), None)
     if ovmf is None:
         problems.append("OVMF: no OVMF_CODE/OVMF_VARS pair found (apt install ovmf)")
@@ -233,55 +234,54 @@ def build_windows_image(catalog: Catalog, name: str, inputs: WindowsInputs, *, p
     tools = preflight(inputs, catalog.root, progress)
     password = inputs.password or secrets.token_urlsafe(12)
     iso_sha256 = inputs.iso_sha256 or _hash_with_progress(inputs.iso, progress)
-    work = catalog.root / f".build-{name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     started = time.monotonic()
-    try:
-        shutil.copyfile(tools.ovmf_vars, work / "OVMF_VARS.fd")
-        progress("extracting the virtio drivers")
-        drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / "drivers")
-        progress(f"drivers: {', '.join(drivers)}")
-        write_autounattend(work / "autounattend.xml", password)
-        verifier_password = secrets.token_urlsafe(18)
-        variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password)
-        _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
-        disk = work / "output" / "disk.qcow2"
-        if not disk.is_file():
-            raise InfraError(f"packer finished but left no disk at {disk}", fix=f"read {work / 'packer.log'}")
-        shutil.move(disk, work / "disk.qcow2")
-        shutil.rmtree(work / "output", ignore_errors=True)
-        progress("hashing the golden disk")
-        built_at = datetime.now(UTC)
-        manifest = ImageManifest(
-            name=name, profile="windows", disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
-            disk_bytes=(work / "disk.qcow2").stat().st_size,
-            firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
-            screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,
-            memory_mib=inputs.memory_mib, credentials=Credentials(user=USER, password=password),
-            winrm=WinRmAccess(user=USER, password=password, admin_user=VERIFIER_USER,
-                              admin_password=verifier_password),
-            licence_expires=(built_at.date() + timedelta(days=inputs.licence_days)) if inputs.licence_days else None,
-            built_at=built_at, build_seconds=round(time.monotonic() - started, 1),
-            builder=f"cu-run {__version__} packer template {template_hash()}",
-        )
-        for scratch in ("drivers", "autounattend.xml"):  # the answer file holds the password
-            target = work / scratch
-            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
-        (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
-        (work / MANIFEST).chmod(0o600)
-        (work / "disk.qcow2").chmod(0o444)
-        final = catalog.folder(name)
-        if final.exists():
-            shutil.rmtree(final)
-        work.rename(final)
-    except BaseException:
-        log = work / "packer.log"
-        if log.exists():
-            shutil.copy(log, catalog.root / f".build-{name}.failed.log")
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    with scratch_then_rename(catalog.folder(name), catalog.root / f".build-{name}-{os.getpid()}") as work:
+        try:
+            _build_into(work, name, inputs, tools, password, iso_sha256, started, progress)
+        except BaseException:
+            log = work / "packer.log"
+            if log.exists():
+                shutil.copy(log, catalog.root / f".build-{name}.failed.log")
+            raise
     return catalog.get(name)
+
+
+def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, password: str, iso_sha256: str,
+                started: float, progress: Progress) -> None:
+    """Everything of the Windows build that happens inside its scratch folder."""
+    shutil.copyfile(tools.ovmf_vars, work / "OVMF_VARS.fd")
+    progress("extracting the virtio drivers")
+    drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / "drivers")
+    progress(f"drivers: {', '.join(drivers)}")
+    write_autounattend(work / "autounattend.xml", password)
+    verifier_password = secrets.token_urlsafe(18)
+    variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password)
+    _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
+    disk = work / "output" / "disk.qcow2"
+    if not disk.is_file():
+        raise InfraError(f"packer finished but left no disk at {disk}", fix=f"read {work / 'packer.log'}")
+    shutil.move(disk, work / "disk.qcow2")
+    shutil.rmtree(work / "output", ignore_errors=True)
+    progress("hashing the golden disk")
+    built_at = datetime.now(UTC)
+    manifest = ImageManifest(
+        name=name, profile="windows", disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
+        disk_bytes=(work / "disk.qcow2").stat().st_size,
+        firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
+        screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,
+        memory_mib=inputs.memory_mib, credentials=Credentials(user=USER, password=password),
+        winrm=WinRmAccess(user=USER, password=password, admin_user=VERIFIER_USER,
+                          admin_password=verifier_password),
+        licence_expires=(built_at.date() + timedelta(days=inputs.licence_days)) if inputs.licence_days else None,
+        built_at=built_at, build_seconds=round(time.monotonic() - started, 1),
+        builder=f"cu-run {__version__} packer template {template_hash()}",
+    )
+    for scratch in ("drivers", "autounattend.xml"):  # the answer file holds the password
+        target = work / scratch
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+    (work / MANIFEST).chmod(0o600)
+    (work / "disk.qcow2").chmod(0o444)
 
 
 def _hash_with_progress(path: Path, progress: Progress) -> str:
@@ -294,7 +294,8 @@ def _packer_step(line: str) -> str | None:
 
 
 def _run_packer(argv: list[str], work: Path, progress: Progress) -> None:
-    shown = [a if not a.startswith("admin_password=") else "admin_password=***" for a in argv]
+    # The log may be read by others than the manifest: no password goes into it.
+    shown = [a.split("=", 1)[0] + "=***" if a.split("=", 1)[0].endswith("password") else a for a in argv]
     code, tail = run_logged(argv, work / "packer.log", _packer_step, progress, cwd=TEMPLATE_DIR, keep=15,
                             env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1"),
                             header=" ".join(shown) + "\n")

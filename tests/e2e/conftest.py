@@ -32,6 +32,6 @@ def host(settings):
 def warm_slots(host, settings, linux_image, accel):
     """Two warm slots of linux-test, made by the project's own code when missing or stale, so
     the e2e tests start their VMs warm (the default); the tests that need a cold boot ask for it."""
-    from runner.warm import warm_image
+    from runner.warming import warm_image
 
     return warm_image(host, settings, linux_image, 2, accel, progress=lambda _line: None)

@@ -14,7 +14,7 @@ from vmtools import cu_run, leftovers, wait_for
 
 from runner.catalog import Catalog, sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.warm import STATE_FILE, list_slots, warm_identity
+from runner.warm_state import STATE_FILE, list_slots, warm_identity
 
 
 def test_image_list_shows_the_warm_states(warm_slots):

@@ -11,14 +11,14 @@ import pytest
 
 from runner.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
 from runner.errors import InfraError, UsageError
-from runner.warm import (
+from runner.start_plan import plan_start
+from runner.warm_state import (
     STATE_FILE,
     SlotLock,
     WarmState,
     current_deps,
     device_xml,
     list_slots,
-    plan_start,
     remove_warm,
     slot_folder,
     slot_lock,

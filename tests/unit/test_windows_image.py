@@ -198,7 +198,7 @@ def test_a_windows_manifest_needs_winrm_and_firmware():
 
 
 def test_windows_episode_domain_uses_the_image_firmware_and_forwards_winrm(tmp_path):
-    from runner.episode import episode_domain_spec
+    from runner.episode_domain import episode_domain_spec
     from runner.hypervisor.domain_xml import SlotIdentity
     from runner.owner import Owner
 

@@ -24,24 +24,21 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
-import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Literal
 
 from pydantic import ValidationError
 
 from runner.catalog import Frozen, Image, sha256_file
+from runner.episode_domain import episode_domain_spec
 from runner.errors import InfraError, UsageError
-from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.owner import Owner, me
+from runner.owner import Owner
 
 WARM_DIR = "warm"
 STATE_FILE = "warm.json"
@@ -200,52 +197,9 @@ def current_deps(host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str
 def device_xml(image: Image, accel: Accel, libvirt_uri: str) -> str:
     """The domain XML of a warm slot with every per-episode value (paths, ports, owner) fixed:
     what is left is the machine a saved state must be restored into."""
-    from runner.episode import episode_domain_spec  # episode imports this module
-
     spec = episode_domain_spec(image, warm_identity(image, 0), Path("/warm-episode"), accel, shell_port=1,
                                owner=Owner(0, 0), libvirt_uri=libvirt_uri, run_id="warm")
     return build_domain_xml(spec)
-
-
-# -- choosing warm or cold
-
-@dataclass(frozen=True)
-class StartPlan:
-    mode: Literal["warm", "cold"]
-    slots: dict[int, WarmSlot]  # pool slot -> its warm state (empty when cold)
-    notice: str | None = None  # why auto chose cold
-
-
-def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str,
-               vm_pool: int) -> StartPlan:
-    """warm: every slot needs a valid state, else UsageError naming what is wrong.
-    auto: warm when that holds, else cold with a one-line notice. cold: cold."""
-    if requested not in START_MODES:
-        raise UsageError(f"--start must be one of {', '.join(START_MODES)}, not {requested!r}")
-    if requested == "cold":
-        return StartPlan("cold", {})
-    current = current_deps(host, image, accel, libvirt_uri)
-    slots: dict[int, WarmSlot] = {}
-    problems: list[str] = []
-    stale = False
-    for slot in range(vm_pool):
-        found = load_slot(image, slot)
-        if found is None:
-            problems.append(f"slot {slot} has no warm state")
-            continue
-        reasons = stale_reasons(found.state.deps, current)
-        if reasons:
-            problems.append(f"slot {slot}'s warm state is stale: {'; '.join(reasons)}")
-            stale = True
-            continue
-        slots[slot] = found
-    if not problems:
-        return StartPlan("warm", slots)
-    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
-    if requested == "warm":
-        raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
-    return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
-                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
 
 
 # -- holding a slot
@@ -276,73 +230,6 @@ class SlotLock:
         if self._handle is not None:
             self._handle.close()  # closing the descriptor drops the flock
             self._handle = None
-
-
-# -- making warm states
-
-Progress = Callable[[str], None]
-
-
-def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
-               progress: Progress = print) -> list[WarmSlot]:
-    """Makes a valid warm state for slots 0..SLOTS-1, keeping the ones that already are.
-
-    Each slot is built in a scratch folder and renamed into place only when complete, so an
-    interrupted warm leaves every finished slot usable and nothing half-made in its place.
-    """
-    from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
-
-    if slots < 1:
-        raise UsageError("--slots must be at least 1")
-    image.verify_disk()
-    current = current_deps(host, image, accel, settings.libvirt_uri)
-    done = []
-    for slot in range(slots):
-        found = load_slot(image, slot)
-        if found is not None and not force and not stale_reasons(found.state.deps, current):
-            progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
-            done.append(found)
-            continue
-        # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
-        check_free_space(image.folder, image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
-                         f"warming slot {slot} of {image.name}")
-        final = slot_folder(image, slot)
-        scratch = final.with_name(f"{final.name}.partial-{os.getpid()}")
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-        lock = slot_lock(image, slot)
-        try:
-            lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
-            owner = me()
-            (scratch / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
-            started = time.monotonic()
-            progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
-            vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
-                           identity=warm_identity(image, slot))
-            with vm:
-                if image.manifest.guest_agent:
-                    GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
-                progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
-                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / NVRAM_FILE)
-            (scratch / BASE_DISK).chmod(0o444)
-            (scratch / RAM_FILE).chmod(0o444)
-            state = WarmState(image=image.name, slot=slot, deps=current, created_at=datetime.now(UTC),
-                              warm_seconds=round(time.monotonic() - started, 1),
-                              ram_bytes=(scratch / RAM_FILE).stat().st_size,
-                              base_bytes=(scratch / BASE_DISK).stat().st_size)
-            (scratch / OWNER_FILE).unlink()
-            (scratch / STATE_FILE).write_text(state.model_dump_json(indent=2) + "\n")
-            if final.exists():
-                shutil.rmtree(final)
-            scratch.rename(final)
-            progress(f"slot {slot}: warm in {state.warm_seconds:.0f} s, RAM state {state.ram_bytes / 2**20:.0f} MiB")
-            done.append(WarmSlot(final, state))
-        except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        finally:
-            lock.release()
-    return done
 
 
 def remove_warm(image: Image) -> list[str]:

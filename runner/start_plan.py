@@ -1,0 +1,53 @@
+"""Choosing how a run's VMs start: warm (restore each slot's saved state), cold (boot), or
+auto, which is warm when every slot has a current state and cold, saying why, when not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from runner.catalog import Image
+from runner.errors import UsageError
+from runner.hypervisor.domain_xml import Accel
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.warm_state import START_MODES, WarmSlot, current_deps, load_slot, stale_reasons
+
+@dataclass(frozen=True)
+class StartPlan:
+    mode: Literal["warm", "cold"]
+    slots: dict[int, WarmSlot]  # pool slot -> its warm state (empty when cold)
+    notice: str | None = None  # why auto chose cold
+
+
+def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str,
+               vm_pool: int) -> StartPlan:
+    """warm: every slot needs a valid state, else UsageError naming what is wrong.
+    auto: warm when that holds, else cold with a one-line notice. cold: cold."""
+    if requested not in START_MODES:
+        raise UsageError(f"--start must be one of {', '.join(START_MODES)}, not {requested!r}")
+    if requested == "cold":
+        return StartPlan("cold", {})
+    current = current_deps(host, image, accel, libvirt_uri)
+    slots: dict[int, WarmSlot] = {}
+    problems: list[str] = []
+    stale = False
+    for slot in range(vm_pool):
+        found = load_slot(image, slot)
+        if found is None:
+            problems.append(f"slot {slot} has no warm state")
+            continue
+        reasons = stale_reasons(found.state.deps, current)
+        if reasons:
+            problems.append(f"slot {slot}'s warm state is stale: {'; '.join(reasons)}")
+            stale = True
+            continue
+        slots[slot] = found
+    if not problems:
+        return StartPlan("warm", slots)
+    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
+    if requested == "warm":
+        raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
+    return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
+                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
+
+

@@ -1,0 +1,94 @@
+"""`cu-run image warm`: boot each slot once, save its RAM state and freeze its overlay.
+
+Each slot is built in a scratch folder and renamed into place only when complete
+(runner.scratch), so an interrupted warm leaves every finished slot usable and nothing
+half-made in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from runner.catalog import Image
+from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
+from runner.errors import UsageError
+from runner.guest.agent import GuestAgent
+from runner.hypervisor.domain_xml import Accel
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.owner import me
+from runner.scratch import scratch_then_rename
+from runner.warm_state import (
+    BASE_DISK,
+    NVRAM_FILE,
+    OWNER_FILE,
+    RAM_FILE,
+    STATE_FILE,
+    WarmDeps,
+    WarmSlot,
+    WarmState,
+    current_deps,
+    load_slot,
+    slot_folder,
+    slot_lock,
+    stale_reasons,
+    warm_identity,
+)
+
+Progress = Callable[[str], None]
+
+
+def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
+               progress: Progress = print) -> list[WarmSlot]:
+    """Makes a valid warm state for slots 0..SLOTS-1, keeping the ones that already are."""
+    if slots < 1:
+        raise UsageError("--slots must be at least 1")
+    image.verify_disk()
+    current = current_deps(host, image, accel, settings.libvirt_uri)
+    done = []
+    for slot in range(slots):
+        found = load_slot(image, slot)
+        if found is not None and not force and not stale_reasons(found.state.deps, current):
+            progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
+            done.append(found)
+            continue
+        # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
+        check_free_space(image.folder, image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
+                         f"warming slot {slot} of {image.name}")
+        done.append(_warm_slot(host, settings, image, slot, accel, current, progress))
+    return done
+
+
+def _warm_slot(host: LibvirtHost, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,
+               progress: Progress) -> WarmSlot:
+    final = slot_folder(image, slot)
+    lock = slot_lock(image, slot)
+    lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
+    try:
+        with scratch_then_rename(final, final.with_name(f"{final.name}.partial-{os.getpid()}")) as scratch:
+            owner = me()
+            (scratch / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+            started = time.monotonic()
+            progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
+            vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
+                           identity=warm_identity(image, slot))
+            with vm:
+                if image.manifest.guest_agent:
+                    GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
+                progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
+                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / NVRAM_FILE)
+            (scratch / BASE_DISK).chmod(0o444)
+            (scratch / RAM_FILE).chmod(0o444)
+            state = WarmState(image=image.name, slot=slot, deps=current, created_at=datetime.now(UTC),
+                              warm_seconds=round(time.monotonic() - started, 1),
+                              ram_bytes=(scratch / RAM_FILE).stat().st_size,
+                              base_bytes=(scratch / BASE_DISK).stat().st_size)
+            (scratch / OWNER_FILE).unlink()
+            (scratch / STATE_FILE).write_text(state.model_dump_json(indent=2) + "\n")
+    finally:
+        lock.release()
+    progress(f"slot {slot}: warm in {state.warm_seconds:.0f} s, RAM state {state.ram_bytes / 2**20:.0f} MiB")
+    return WarmSlot(final, state)
