@@ -52,4 +52,5 @@ def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str
     shell = RecordingShell(vm.shell, trajectory)
     command = vm.image.manifest.guest_agent
     return build_server(RecordingDisplay(vm.display, trajectory), shell, toolsets=toolsets, file_root=file_root,
+                        guest=vm.image.manifest.guest,
                         guest_agent=GuestAgent(shell, command) if command else None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
@@ -20,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.errors import UsageError
+from runner.profiles import PROFILES, DesktopUser, GuestProfile, get_profile
 
 MANIFEST = "manifest.json"
 
@@ -70,14 +70,6 @@ class UefiFirmware(Frozen):
     vars: str = Field(description="the image's variable store, relative to the image folder")
 
 
-@dataclass(frozen=True)
-class DesktopUser:
-    """The account the desktop runs as, which the agent acts as."""
-
-    name: str
-    home: str
-
-
 class Credentials(Frozen):
     """The desktop user's account (for a screen locker or a GUI password prompt)."""
 
@@ -95,7 +87,7 @@ class DirectBoot(Frozen):
 
 class ImageManifest(Frozen):
     name: str
-    profile: Literal["linux", "windows"]
+    profile: str = Field(description="the guest profile (runner.profiles): linux, windows")
     disk: str = Field(description="golden disk file name, relative to the image folder")
     disk_sha256: str
     disk_bytes: int
@@ -132,32 +124,30 @@ class ImageManifest(Frozen):
 
     @model_validator(mode="after")
     def _access_fits_profile(self) -> ImageManifest:
-        if self.profile == "linux" and self.ssh is None:
-            raise ValueError("a linux image needs 'ssh' (how the runner logs in)")
-        if self.profile == "windows" and (self.winrm is None or self.firmware is None):
-            raise ValueError("a windows image needs 'winrm' and 'firmware'")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile {self.profile!r} is not one of {', '.join(PROFILES)}")
+        problem = self.guest.access_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property
+    def guest(self) -> GuestProfile:
+        return get_profile(self.profile)
+
+    @property
     def desktop_user(self) -> DesktopUser:
-        name = self.credentials.user
-        return DesktopUser(name, f"/home/{name}" if self.profile == "linux" else f"C:\\Users\\{name}")
+        return DesktopUser(self.credentials.user, self.guest.home(self.credentials.user))
 
     def admin_access_missing(self) -> str | None:
         """Why the runner cannot reach the image's admin account, or None: images built before
         the privileged channel have none, and verifying through the desktop user is not sound."""
-        if self.ssh is not None and self.ssh.admin_private_key is None:
-            return "it predates the runner's privileged channel (no admin key in its manifest)"
-        if self.winrm is not None and (self.winrm.admin_user is None or self.winrm.admin_password is None):
-            return "it predates the separate verifier account (no admin_user in its manifest)"
-        return None
+        return self.guest.admin_access_missing(self)
 
     @property
     def shell_port(self) -> int:
-        """The guest port of the runner's shell: SSH's or WinRM's."""
-        access = self.ssh if self.profile == "linux" else self.winrm
-        assert access is not None
-        return access.port
+        """The guest port of the runner's shells."""
+        return self.guest.shell_port(self)
 
 
 class Image:

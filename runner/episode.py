@@ -23,21 +23,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.catalog import DesktopUser, Image
+from runner.catalog import Image
 from runner.config import Settings
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
 from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
-from runner.guest.ssh import SshShell
-from runner.guest.winrm import WinRmShell
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.hypervisor.overlay import create_overlay
 from runner.owner import me
 from runner.screen import color_fraction, is_blank
 from runner.episode_domain import NVRAM_FILE, episode_domain_spec
-from runner.task_scripts import LINUX_ADMIN_ENV
+from runner.profiles import DesktopUser, ShellEndpoint
 from runner.warm_state import WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
@@ -71,24 +69,14 @@ class Endpoints:
     domain: str
     vnc: str
     vnc_password: str
-    shell: str  # ssh (linux) or winrm (windows)
-    host: str
-    port: int
-    user: str
-    ssh_key: str | None = None
+    shell: ShellEndpoint
 
     def as_json(self) -> dict:
-        access: dict = {"host": self.host, "port": self.port, "user": self.user}
-        if self.shell == "ssh":
-            access["key"] = self.ssh_key
-        else:
-            access["endpoint"] = f"http://{self.host}:{self.port}/wsman"
-        return {"domain": self.domain, "vnc": self.vnc, "vnc_password": self.vnc_password, self.shell: access}
+        return {"domain": self.domain, "vnc": self.vnc, "vnc_password": self.vnc_password,
+                self.shell.kind: self.shell.details}
 
     def how_to_connect(self) -> str:
-        if self.shell == "ssh":
-            return f"ssh -i {self.ssh_key} -p {self.port} -o StrictHostKeyChecking=no {self.user}@{self.host}"
-        return f"WinRM http://{self.host}:{self.port}/wsman as {self.user} (password in the image manifest)"
+        return self.shell.how
 
 
 @dataclass
@@ -251,23 +239,11 @@ class EpisodeVM:
         self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset,
                                    password=self.vnc_password)
         self._undo.append(("close display", self._display.close))
-        if manifest.ssh is not None:
-            ssh = manifest.ssh
-            key = self.image.path(ssh.private_key)
-            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password, "ssh", "127.0.0.1",
-                                       shell_port, ssh.user, str(key))
-            self._shell = SshShell("127.0.0.1", shell_port, ssh.user, key, ssh.host_key)
-            assert ssh.admin_private_key is not None  # checked with the image (require_admin_channel)
-            self._admin_shell = SshShell("127.0.0.1", shell_port, ssh.admin_user, self.image.path(ssh.admin_private_key),
-                                         ssh.host_key, environment=LINUX_ADMIN_ENV)
-        else:
-            winrm = manifest.winrm
-            assert winrm is not None and winrm.admin_user is not None and winrm.admin_password is not None
-            self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password, "winrm", "127.0.0.1",
-                                       shell_port, winrm.user)
-            self._shell = WinRmShell("127.0.0.1", shell_port, winrm.user, winrm.password, transport=winrm.transport)
-            self._admin_shell = WinRmShell("127.0.0.1", shell_port, winrm.admin_user, winrm.admin_password,
-                                           transport=winrm.transport)
+        guest = manifest.guest
+        self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password,
+                                   guest.endpoint(self.image, "127.0.0.1", shell_port))
+        shells = guest.open_shells(self.image, "127.0.0.1", shell_port)
+        self._shell, self._admin_shell = shells.user, shells.admin
         self._undo.append(("close shell", self._shell.close))
         self._undo.append(("close admin shell", self._admin_shell.close))
 
@@ -282,11 +258,7 @@ class EpisodeVM:
 
     def _set_clock(self) -> None:
         """A restored guest wakes up at the time it was saved: give it the host's."""
-        now = time.time()
-        script = (f"date -u -s @{now:.3f} >/dev/null" if self.image.manifest.profile == "linux" else
-                  f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
-                  " | Out-Null")
-        result = self.admin_shell.run(script, timeout=20)
+        result = self.admin_shell.run(self.image.manifest.guest.clock_script(time.time()), timeout=20)
         if not result.ok:
             raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
 
@@ -298,8 +270,7 @@ class EpisodeVM:
         session and the saved disk is what the saved RAM believes is on it. The domain is gone after.
         """
         assert self._domain is not None and self._shell is not None
-        sync = "sync" if self.image.manifest.profile == "linux" else "Write-VolumeCache -DriveLetter C"
-        result = self._shell.run(sync, timeout=60)
+        result = self._shell.run(self.image.manifest.guest.sync_script(), timeout=60)
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
         self._shell.close()

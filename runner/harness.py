@@ -39,8 +39,6 @@ from runner.tasks import SafetyRule, Task
 from runner.verdict import Verdict, parse_verdict
 from runner.warm_state import WarmSlot
 from runner.writeset import (
-    DEFAULT_IGNORE,
-    DEFAULT_WATCH,
     MAX_ENTRIES,
     Change,
     Listing,
@@ -241,8 +239,8 @@ class Harness:
                         state: EpisodeState) -> Scored:
         user = vm.desktop_user
         self._setup(vm, slot, task, trial, ep_dir, state)
-        spared = user_processes(vm.admin_shell, user, task.spec.profile) \
-            if task.spec.desktop_in_verify or task.spec.profile == "windows" else None
+        spared = user_processes(vm.admin_shell, user, task.guest) \
+            if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
         watch = self._watched(task)
         before = self._listing(vm, task, watch, state.phases, "write_set_before")
         (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
@@ -257,7 +255,7 @@ class Harness:
         vm.check_alive()
         (ep_dir / "final.png").write_bytes(vm.display.screenshot())
         t = time.monotonic()
-        stopped = quarantine(vm.admin_shell, user, task.spec.profile, keep=spared)
+        stopped = quarantine(vm.admin_shell, user, task.guest, keep=spared)
         (ep_dir / "quarantine.log").write_text(stopped + "\n")
         state.phases["quarantine"] = round(time.monotonic() - t, 3)
         after = self._listing(vm, task, watch, state.phases, "write_set_after")
@@ -333,7 +331,7 @@ class Harness:
         if not spec.enabled:
             return ()
         home = self._home()
-        return tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else DEFAULT_WATCH[task.spec.profile]))
+        return tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else task.guest.default_watch))
 
     def _home(self) -> str:
         return self.pool.image.manifest.desktop_user.home
@@ -343,7 +341,7 @@ class Harness:
         if not watch:
             return None
         t = time.monotonic()
-        listing = take_listing(vm.admin_shell, task.spec.profile, watch)
+        listing = take_listing(vm.admin_shell, task.guest, watch)
         phases[phase] = round(time.monotonic() - t, 3)
         return listing
 
@@ -351,11 +349,11 @@ class Harness:
                             after: Listing | None, ep_dir: Path) -> list[Change]:
         if before is None or after is None:
             return []
-        home, spec, profile = self._home(), task.spec.write_set, task.spec.profile
+        home, spec, guest = self._home(), task.spec.write_set, task.guest
         changes = diff(before.entries, after.entries)
         allow = tuple(expand(p, home) for p in spec.allow)
-        ignore = tuple(expand(p, home) for p in DEFAULT_IGNORE[profile] + spec.ignore)
-        bad = unexpected(changes, allow, ignore, windows=profile == "windows")
+        ignore = tuple(expand(p, home) for p in guest.default_ignore + spec.ignore)
+        bad = unexpected(changes, allow, ignore, windows=guest.windows_paths)
         if after.truncated and not before.truncated:
             # More entries than a listing holds appeared during the episode: what is beyond
             # the limit cannot be compared, so the write set cannot be shown clean.

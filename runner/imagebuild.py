@@ -33,6 +33,7 @@ from runner.catalog import (
 )
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
+from runner.profiles.linux import LinuxProfile
 from runner.scratch import scratch_then_rename
 
 LINUX_TEST = "linux-test"
@@ -135,7 +136,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
         progress("hashing the golden disk")
         manifest = ImageManifest(
             name=name,
-            profile="linux",
+            profile=LinuxProfile.name,
             disk=disk.name,
             disk_sha256=sha256_file(disk),
             disk_bytes=disk.stat().st_size,

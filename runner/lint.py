@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import UsageError
+from runner.profiles import PROFILES
 from runner.script_syntax import script_errors
 from runner.tasks import SUITE_SAFETY, load_suite_rules, load_task, resolve_suite_path
 
@@ -42,7 +42,8 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
     """Every script's text and syntax. Only regular files are read: a FIFO named like a
     script would block `sh -n` forever (load_task refuses it with its own message)."""
     problems = []
-    for script in sorted(list(task_dir.rglob("*.sh")) + list(task_dir.rglob("*.ps1"))):
+    extensions = sorted({p.script_ext for p in PROFILES.values()})
+    for script in sorted(s for ext in extensions for s in task_dir.rglob(f"*{ext}")):
         if not stat.S_ISREG(script.stat().st_mode if script.exists() else 0):
             continue
         try:
@@ -51,27 +52,13 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
             problems.append(LintProblem(script, f"not UTF-8 text (at byte {exc.start})"))
             continue
         problems += [LintProblem(script, error) for error in script_errors(script)]
-        if script.suffix == ".sh" and _privileged(task_dir, script):
-            problems += [LintProblem(script, message) for message in _home_mistakes(script.read_text())]
+        guest = next((p for p in PROFILES.values() if p.script_ext == script.suffix), None)
+        if guest is not None and _privileged(task_dir, script):
+            problems += [LintProblem(script, message) for message in guest.privileged_script_mistakes(script.read_text())]
     return problems
 
 
 def _privileged(task_dir: Path, script: Path) -> bool:
     relative = script.relative_to(task_dir)
-    return relative.name in ("setup.sh", "verify.sh") and len(relative.parts) == 1 or \
+    return relative.stem in ("setup", "verify") and len(relative.parts) == 1 or \
         relative.parts[0] in ("checkpoints", "safety")
-
-
-_HOME = re.compile(r"\$HOME\b|\$\{HOME[}:]|(?<![\w/$])~/")
-
-
-def _home_mistakes(text: str) -> list[str]:
-    """Setup, verify and the checks run as the admin, whose $HOME is its own: the desktop
-    user's home is $USER_HOME. Comments do not count."""
-    found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
-        if _HOME.search(code):
-            found.append(f"line {number}: runs as the admin, whose home $HOME (and ~) is not the desktop "
-                         "user's: use $USER_HOME")
-    return found

@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import posixpath
-import shlex
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
@@ -28,6 +26,8 @@ from runner.display.keys import parse_hotkey
 from runner.errors import CommandTimeout, GuestUnreachable, UsageError
 from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import GuestShell
+from runner.profiles import GuestProfile
+from runner.profiles.base import FILE_TOOL_ERRORS
 from runner.trajectory import CURRENT_TOOL, StepLimitReached
 
 T = TypeVar("T")
@@ -56,10 +56,11 @@ def resolve_toolsets(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def build_server(display: Display, shell: GuestShell | None = None, *,
                  toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, file_root: str | None = None,
-                 guest_agent: GuestAgent | None = None) -> MCPServer:
+                 guest: GuestProfile | None = None, guest_agent: GuestAgent | None = None) -> MCPServer:
+    """GUEST (the profile) writes the file tools' scripts in the guest's own shell language."""
     allowed = set(resolve_toolsets(toolsets))
-    if allowed & set(TOOLSETS["files"]) and (shell is None or not file_root):
-        raise UsageError("the file tools need a guest shell and a root folder they are confined to")
+    if allowed & set(TOOLSETS["files"]) and (shell is None or not file_root or guest is None):
+        raise UsageError("the file tools need a guest shell, its profile and a root folder they are confined to")
     if allowed & set(TOOLSETS["accessibility"]) and guest_agent is None:
         raise UsageError("the accessibility tools need the image's guest agent, and this image has none",
                          fix="rebuild the image (cu-run image build NAME --force) or leave out --tools accessibility")
@@ -194,54 +195,51 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
                              lambda: guest_agent.accessibility_tree(app, max_depth, max_nodes))
             return _compact(tree.model_dump(exclude_none=True, exclude_defaults=True))
 
-    if shell is not None and file_root:
-        root = posixpath.normpath(file_root)
-
-        @tool
-        async def list_files(path: str = ".") -> str:
-            """List a folder inside the task's file root: type (f file, d folder), size, modified, name."""
-            target = _confine(root, path)
-            script = (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
-                      f"case \"$t/\" in {shlex.quote(root)}/*) ;; *) exit 4;; esac\n"
-                      "find \"$t\" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%TY-%Tm-%Td %TH:%TM\\t%f\\n' | sort -k4\n")
-            result = await act("list_files", lambda: shell.run(script, timeout=30))
-            if result.exit_code == 3:
-                raise ToolError(f"{path} does not exist")
-            if result.exit_code == 4:
-                raise ToolError(f"{path} leads outside {root}")
-            return result.stdout or "(empty)"
-
-        @tool
-        async def file_download(path: str) -> str:
-            """The contents of a text file inside the task's file root (up to 10 MiB)."""
-            target = _confine(root, path)
-            check = (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
-                     f"case \"$t\" in {shlex.quote(root)}/*) ;; *) exit 4;; esac\n"
-                     "[ -f \"$t\" ] || exit 5\n[ $(stat -c %s \"$t\") -le " + str(MAX_DOWNLOAD_BYTES) + " ] || exit 6\n"
-                     "base64 -w0 \"$t\"\n")
-            result = await act("file_download", lambda: shell.run(check, timeout=60))
-            errors = {3: "does not exist", 4: f"leads outside {root}", 5: "is not a file", 6: "is over 10 MiB"}
-            if result.exit_code in errors:
-                raise ToolError(f"{path} {errors[result.exit_code]}")
-            data = base64.b64decode(result.stdout)
-            try:
-                return data.decode()
-            except UnicodeDecodeError:
-                raise ToolError(f"{path} is not a text file ({len(data)} bytes)") from None
+    if shell is not None and file_root and guest is not None:
+        add_file_tools(tool, act, shell, guest, file_root)
 
     return server
+
+
+def add_file_tools(tool: Callable, act: Callable, shell: GuestShell, guest: GuestProfile, file_root: str) -> None:
+    """list_files and file_download, confined to FILE_ROOT, in the guest profile's own scripts."""
+
+    def confine(path: str) -> str:
+        try:
+            return guest.confine(file_root, path)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+
+    def refused(path: str, exit_code: int) -> None:
+        if exit_code in FILE_TOOL_ERRORS:
+            raise ToolError(f"{path} {FILE_TOOL_ERRORS[exit_code].format(root=file_root)}")
+        if exit_code != 0:
+            raise ToolError(f"listing {path} failed in the guest (exit {exit_code})")
+
+    @tool
+    async def list_files(path: str = ".") -> str:
+        """List a folder inside the task's file root: type (f file, d folder), size, modified, name."""
+        script = guest.list_files_script(file_root, confine(path))
+        result = await act("list_files", lambda: shell.run(script, timeout=30))
+        refused(path, result.exit_code)
+        return result.stdout or "(empty)"
+
+    @tool
+    async def file_download(path: str) -> str:
+        """The contents of a text file inside the task's file root (up to 10 MiB)."""
+        script = guest.read_file_script(file_root, confine(path), MAX_DOWNLOAD_BYTES)
+        result = await act("file_download", lambda: shell.run(script, timeout=60))
+        refused(path, result.exit_code)
+        data = base64.b64decode(result.stdout)
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise ToolError(f"{path} is not a text file ({len(data)} bytes)") from None
 
 
 def _compact(data: object) -> str:
     """JSON without indentation: a tree of hundreds of nodes is what the model reads."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def _confine(root: str, path: str) -> str:
-    target = posixpath.normpath(posixpath.join(root, path))
-    if target != root and not target.startswith(root + "/"):
-        raise ToolError(f"{path} leads outside {root}")
-    return target
 
 
 def _check_scale(scale: float, quality: int) -> None:

@@ -26,6 +26,7 @@ from runner.errors import UsageError
 from runner.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp_server import DEFAULT_TOOLSETS, resolve_toolsets
+from runner.profiles import get_profile
 from runner.provenance import host_facts, runner_facts
 from runner.report import write_reports
 from runner.lint import lint_task_scripts
@@ -35,7 +36,6 @@ from runner.tasks import Suite, Task, load_suite
 from runner.start_plan import plan_start
 from runner.windows_image import licence_warning
 
-DEFAULT_IMAGE = {"linux": "linux-test", "windows": "windows-11"}
 EXIT_INFRA = 3
 EXIT_GATE = 4
 
@@ -85,7 +85,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         raise UsageError("--max-steps must be at least 1")
     agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
                        script=request.agent_script)
-    image = Catalog(settings.images_dir).get(request.image or DEFAULT_IMAGE[profile])
+    image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")

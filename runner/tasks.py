@@ -28,14 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from runner.config import DATA_ROOT
 from runner.errors import UsageError
+from runner.profiles import PROFILES, GuestProfile, get_profile
 
 SUITES_DIR = DATA_ROOT / "tasks"
-SCRIPT_EXT = {"linux": ".sh", "windows": ".ps1"}
 REQUIRED_SCRIPTS = ("verify", "oracle")
 OPTIONAL_SCRIPTS = ("setup",)
 SUITE_SAFETY = "safety.yaml"
 
-Profile = Literal["linux", "windows"]
 
 
 SCRIPT_NAME = r"^[a-z0-9][a-z0-9-]*$"
@@ -95,7 +94,7 @@ class TaskSpec(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="equal to the task's folder name")
     instruction: str = Field(min_length=1, description="the only thing the agent sees")
-    profile: Profile
+    profile: str = Field(description="the guest profile (runner.profiles): linux, windows")
     timeout_s: int = Field(default=300, gt=0, le=24 * 3600, description="the agent's wall-clock limit")
     tags: tuple[str, ...] = ()
     difficulty: Literal["easy", "medium", "hard"] | None = None
@@ -120,6 +119,13 @@ class TaskSpec(BaseModel):
             raise ValueError("names must be unique")
         return value
 
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        if value not in PROFILES:
+            raise ValueError(f"must be one of {', '.join(PROFILES)}")
+        return value
+
     @field_validator("instruction")
     @classmethod
     def _strip(cls, value: str) -> str:
@@ -140,7 +146,11 @@ class Task:
 
     @property
     def ext(self) -> str:
-        return SCRIPT_EXT[self.spec.profile]
+        return self.guest.script_ext
+
+    @property
+    def guest(self) -> GuestProfile:
+        return get_profile(self.spec.profile)
 
     def script(self, kind: str) -> Path | None:
         path = self.folder / f"{kind}{self.ext}"

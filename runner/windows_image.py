@@ -39,6 +39,7 @@ from runner.catalog import (
 )
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
+from runner.profiles.windows import WindowsProfile
 from runner.imagebuild import run_logged
 from runner.scratch import scratch_then_rename
 
@@ -265,7 +266,7 @@ def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, pass
     progress("hashing the golden disk")
     built_at = datetime.now(UTC)
     manifest = ImageManifest(
-        name=name, profile="windows", disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
+        name=name, profile=WindowsProfile.name, disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
         disk_bytes=(work / "disk.qcow2").stat().st_size,
         firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
         screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,

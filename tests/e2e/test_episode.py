@@ -11,7 +11,10 @@ from vmtools import guest_file, wait_focused, wait_for
 from runner.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
-from runner.selfcheck import TERMINAL_POINT, run_selfcheck
+from runner.profiles import get_profile
+from runner.selfcheck import run_selfcheck
+
+TERMINAL_POINT = get_profile("linux").desktop_probe.terminal_point
 
 
 @pytest.fixture(scope="module")

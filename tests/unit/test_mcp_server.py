@@ -9,6 +9,7 @@ from mcp import Client
 from PIL import Image
 
 from fakes.display import FakeDisplay, LocalShell
+from runner.profiles import get_profile
 from runner.errors import UsageError
 from runner.mcp_server import DEFAULT_TOOLSETS, TOOLSETS, build_server, resolve_toolsets
 from runner.trajectory import RecordingDisplay, Trajectory
@@ -132,7 +133,8 @@ def test_file_tools_are_confined_to_the_root(tmp_path):
     (root / "note.txt").write_text("hello\n")
     (tmp_path / "secret.txt").write_text("no")
     (root / "escape").symlink_to(tmp_path / "secret.txt")
-    server = build_server(FakeDisplay(), LocalShell(), toolsets=("screen", "files"), file_root=str(root))
+    server = build_server(FakeDisplay(), LocalShell(), toolsets=("screen", "files"), file_root=str(root),
+                          guest=get_profile("linux"))
     listing, note, up, link, missing = call(
         server, ("list_files", {}), ("file_download", {"path": "note.txt"}), ("list_files", {"path": "../"}),
         ("file_download", {"path": "escape"}), ("file_download", {"path": "nope.txt"}))

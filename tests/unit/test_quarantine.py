@@ -9,25 +9,35 @@ import time
 import pytest
 
 from fakes.display import LocalShell
-from runner.quarantine import _linux_freeze_script, _linux_kill_new_script, _windows_stop_script, quarantine
+from runner.profiles import DesktopUser, get_profile
+from runner.quarantine import quarantine
 from runner.script_syntax import powershell_errors
-from runner.catalog import DesktopUser
-from runner.task_scripts import _linux_prelude, _windows_prelude
 
 USER = DesktopUser("nobody", "/nonexistent")
+LINUX, WINDOWS = get_profile("linux"), get_profile("windows")
+WINDOWS_USER = DesktopUser("cu", "C:\\Users\\cu")
 
 
-@pytest.mark.parametrize("script", [_linux_freeze_script(USER), _linux_kill_new_script(USER, {1, 2}),
-                                    _linux_prelude("/run/cu-task", USER, "setup"),
-                                    _linux_prelude("/run/cu-task", USER, "verify")])
+@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None), LINUX.quarantine_script(USER, {1, 2}),
+                                    LINUX.privileged_prelude("/run/cu-task", USER, "setup"),
+                                    LINUX.privileged_prelude("/run/cu-task", USER, "verify"),
+                                    LINUX.stage_script("/run/cu-task", ["a", "b/c"]),
+                                    LINUX.list_files_script("/home/cu", "/home/cu/x"),
+                                    LINUX.read_file_script("/home/cu", "/home/cu/x", 10)])
 def test_linux_scripts_parse(script, tmp_path):
     path = tmp_path / "s.sh"
     path.write_text(script)
     assert subprocess.run(["sh", "-n", str(path)], capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("script", [_windows_stop_script(USER, {4, 8}), _windows_stop_script(USER, set()),
-                                    _windows_prelude("C:\\cu-task", DesktopUser("cu", "C:\\Users\\cu"))])
+@pytest.mark.parametrize("script", [
+    WINDOWS.quarantine_script(WINDOWS_USER, {4, 8}), WINDOWS.quarantine_script(WINDOWS_USER, set()),
+    WINDOWS.privileged_prelude("C:\\cu-task", WINDOWS_USER, "verify"), WINDOWS.agent_prelude("C:\\cu-oracle"),
+    WINDOWS.stage_script("C:\\cu-task", ["a", "b/c"]), WINDOWS.remove_script("C:\\cu-task"),
+    WINDOWS.hand_home_script(WINDOWS_USER), WINDOWS.grant_admin_script(WINDOWS_USER), WINDOWS.clock_script(1.5e9),
+    WINDOWS.list_script(("C:\\evals", "C:\\Users\\cu")), WINDOWS.processes_script(WINDOWS_USER),
+    WINDOWS.list_files_script("C:\\Users\\cu", "C:\\Users\\cu\\x"),
+    WINDOWS.read_file_script("C:\\Users\\cu", "C:\\Users\\cu\\x", 10)])
 def test_windows_scripts_parse(script):
     assert powershell_errors(script.encode()) == []
 
@@ -43,7 +53,7 @@ def test_processes_started_during_the_episode_are_killed_and_the_others_spared()
         # What the "agent" starts afterwards, daemonized so it is nobody's child.
         subprocess.run(["runuser", "-u", "nobody", "--", "sh", "-c", "setsid sleep 301 >/dev/null 2>&1 &"], check=True)
         time.sleep(0.3)
-        said = quarantine(LocalShell(), USER, "linux", keep=spared)
+        said = quarantine(LocalShell(), USER, LINUX, keep=spared)
         assert "killed" in said
         left = subprocess.run(["pgrep", "-u", str(uid), "-a"], capture_output=True, text=True).stdout
         assert "sleep 301" not in left and "sleep 300" in left

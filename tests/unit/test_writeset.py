@@ -5,16 +5,14 @@ import hashlib
 import pytest
 
 from fakes.display import LocalShell
+from runner.profiles import get_profile
 from runner.writeset import (
-    DEFAULT_IGNORE,
     Change,
     Entry,
     diff,
     expand,
     matches,
-    parse_windows_listing,
     take_listing,
-    take_manifest,
     unexpected,
 )
 
@@ -45,14 +43,14 @@ def test_same_size_other_content_is_a_change():
 
 
 def test_allowed_and_ignored_paths_are_not_unexpected():
-    ignore = tuple(expand(p, HOME) for p in DEFAULT_IGNORE["linux"])
+    ignore = tuple(expand(p, HOME) for p in get_profile("linux").default_ignore)
     bad = unexpected(diff(BEFORE, AFTER), (expand("~/new/a.txt", HOME), expand("~/notes.txt", HOME)), ignore)
     # ~/new is covered because it was created to hold an allowed file; gone.txt is not allowed.
     assert bad == [Change("/home/cu/gone.txt", "removed")]
 
 
 def test_nothing_allowed_lists_everything_but_the_desktops_own_churn():
-    ignore = tuple(expand(p, HOME) for p in DEFAULT_IGNORE["linux"])
+    ignore = tuple(expand(p, HOME) for p in get_profile("linux").default_ignore)
     bad = unexpected(diff(BEFORE, AFTER), (), ignore)
     assert [c.path for c in bad] == ["/home/cu/gone.txt", "/home/cu/new", "/home/cu/new/a.txt", "/home/cu/notes.txt"]
 
@@ -88,7 +86,7 @@ def test_files_left_unhashed_are_compared_by_size_and_mtime():
 def test_windows_listing():
     output = ("d\t0\t10000000\t\tC:\\evals\\sub\r\nf\t12\t20000000\tABCDEF\tC:\\evals\\a.txt\r\n"
               "f\t99999999999\t30000000\t\tC:\\evals\\big.bin\r\ntruncated\r\n")
-    listing = parse_windows_listing(output)
+    listing = get_profile("windows").parse_listing(output)
     assert listing.entries == {"C:\\evals\\sub": Entry("d", 0, "", 1.0), "C:\\evals\\a.txt": Entry("f", 12, "abcdef", 2.0),
                                "C:\\evals\\big.bin": Entry("f", 99999999999, "", 3.0)}
     assert listing.unhashed == ("C:\\evals\\big.bin",) and listing.truncated
@@ -99,10 +97,10 @@ def test_listing_script_against_a_real_folder(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a file.txt").write_text("hello")
     (tmp_path / "b.txt").write_text("x")
-    before = take_manifest(LocalShell(), "linux", (str(tmp_path),))
+    before = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),)).entries
     (tmp_path / "docs" / "a file.txt").write_text("hellO")
     (tmp_path / "c.txt").write_text("new")
-    after = take_manifest(LocalShell(), "linux", (str(tmp_path), str(tmp_path / "missing")))
+    after = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path), str(tmp_path / "missing"))).entries
     assert before[str(tmp_path / "docs" / "a file.txt")].size == 5
     assert diff(before, after) == [Change(str(tmp_path / "c.txt"), "created"),
                                    Change(str(tmp_path / "docs" / "a file.txt"), "modified")]
@@ -113,20 +111,20 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
     hang), a link is listed as a link, and names with newlines survive."""
     import os
 
-    from runner import writeset
+    from runner.profiles import linux
 
     (tmp_path / "odd\tname\nx").write_text("abc")
     with open(tmp_path / "sparse.bin", "wb") as f:
         f.truncate(50 * 2**30)  # 50 GiB, nothing on disk
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "link").symlink_to("/etc/passwd")
-    listing = take_listing(LocalShell(), "linux", (str(tmp_path),))
+    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
     entries = listing.entries
     assert entries[str(tmp_path / "odd\tname\nx")].sha256 == hashlib.sha256(b"abc").hexdigest()
     assert entries[str(tmp_path / "sparse.bin")] .size == 50 * 2**30 and entries[str(tmp_path / "sparse.bin")].sha256 == ""
     assert listing.unhashed == (str(tmp_path / "sparse.bin"),)
     assert entries[str(tmp_path / "pipe")].kind == "o" and entries[str(tmp_path / "link")].kind == "l"
 
-    monkeypatch.setattr(writeset, "MAX_ENTRIES", 2)
-    small = take_listing(LocalShell(), "linux", (str(tmp_path),))
+    monkeypatch.setattr(linux, "MAX_ENTRIES", 2)
+    small = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
     assert small.truncated and len(small.entries) == 2

@@ -1,0 +1,216 @@
+"""The guest-profile seam: everything that differs between kinds of guest, behind one interface.
+
+A profile owns its script language, its shell transport, where a task's files are staged,
+the preludes of privileged and agent scripts, the write-set listing, how the agent's
+processes are stopped, the clock fix after a restore, the MCP file tools' scripts and the
+conformance checks. No module outside runner/profiles/ compares a profile's name; adding
+a profile is one module and one registry entry (runner.profiles.register).
+
+The contract is written here once; the profiles do not repeat it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from runner.catalog import Image
+    from runner.guest.base import GuestShell
+    from runner.writeset import Listing
+
+Phase = Literal["setup", "verify"]
+
+# What the MCP file tools' scripts answer besides success, and what it means for the agent.
+FILE_TOOL_ERRORS = {3: "does not exist", 4: "leads outside {root}", 5: "is not a file", 6: "is over 10 MiB"}
+
+
+@dataclass(frozen=True)
+class DesktopUser:
+    """The account the desktop runs as, which the agent acts as."""
+
+    name: str
+    home: str
+
+
+@dataclass(frozen=True)
+class ShellEndpoint:
+    """How a person reaches a VM's user shell: `vm up --json` prints DETAILS under KIND."""
+
+    kind: str  # ssh, winrm
+    details: dict
+    how: str  # one line a person can follow
+
+
+@dataclass(frozen=True)
+class DesktopProbe:
+    """What the click and typing conformance checks need to see input arrive inside the guest:
+    a terminal on the desktop to type into, and scripts that read back what arrived."""
+
+    terminal_point: tuple[int, int]  # a click here focuses the desktop's terminal
+    terminal_focus: str  # the focused window's title or app while the terminal has the focus
+    pointer_script: str  # prints X=<x> and Y=<y> of the guest's pointer, one per line
+    empty_point: tuple[int, int]  # a stretch of bare desktop
+    scratch: tuple[str, str]  # two paths the typing check may write to
+
+
+@dataclass(frozen=True)
+class Shells:
+    """The two ways into a guest: as the desktop user (the agent's rights) and as the admin
+    (what decides the score)."""
+
+    user: GuestShell
+    admin: GuestShell
+
+
+class GuestProfile(ABC):
+    name: str
+    script_ext: str  # of task scripts: ".sh", ".ps1"
+    default_image: str  # the catalog image a suite of this profile runs on by default
+    default_watch: tuple[str, ...]  # write-set roots; "~" is the desktop user's home
+    default_ignore: tuple[str, ...]  # what any desktop session writes by itself
+    windows_paths: bool = False  # paths are case-insensitive and use backslashes
+    admin_task_dir: str  # where privileged scripts and their files are staged
+    agent_task_dir: str  # where the oracle's files are staged
+    # True: the desktop user's processes present before the agent are spared by default
+    # (no way to freeze a whole session without tearing it down).
+    spares_earlier_processes: bool = False
+    desktop_probe: DesktopProbe | None = None  # None: the click and typing checks cannot run here
+
+    # -- the image
+
+    @abstractmethod
+    def home(self, user: str) -> str:
+        """The desktop user's home folder in the guest."""
+
+    @abstractmethod
+    def access_problem(self, manifest) -> str | None:
+        """What is missing from an image manifest of this profile (how the runner reaches it), or None."""
+
+    @abstractmethod
+    def admin_access_missing(self, manifest) -> str | None:
+        """Why the runner cannot reach the image's admin account, or None."""
+
+    @abstractmethod
+    def shell_port(self, manifest) -> int:
+        """The guest port the runner's shells listen on."""
+
+    @abstractmethod
+    def open_shells(self, image: Image, host: str, port: int) -> Shells:
+        """The user's and the admin's shell of a VM of IMAGE whose shell port is forwarded to HOST:PORT."""
+
+    @abstractmethod
+    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+        """How a person reaches the user's shell."""
+
+    # -- scripts in the guest
+
+    @abstractmethod
+    def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
+        """What runs before a setup, verify, checkpoint or safety script in the admin's shell:
+        USER_HOME, DESKTOP_USER and TASK_DIR set, the working folder the user's home."""
+
+    @abstractmethod
+    def agent_prelude(self, folder: str) -> str:
+        """What runs before the oracle in the user's shell: TASK_DIR set, the user's home entered."""
+
+    @abstractmethod
+    def stage_script(self, folder: str, subfolders: list[str]) -> str:
+        """Makes FOLDER afresh (and SUBFOLDERS in it), readable by the shell's own account alone;
+        fails (non-zero exit) when it cannot."""
+
+    @abstractmethod
+    def remove_script(self, folder: str) -> str:
+        """Removes FOLDER and what it holds; never fails."""
+
+    @abstractmethod
+    def staged_path(self, folder: str, relative: str) -> str:
+        """The guest path of a task file RELATIVE (with '/') staged in FOLDER."""
+
+    @abstractmethod
+    def hand_home_script(self, user: DesktopUser) -> str:
+        """Gives what the admin made in the user's home to the user."""
+
+    @abstractmethod
+    def grant_admin_script(self, user: DesktopUser) -> str:
+        """Gives the desktop user admin rights (tasks with agent_privileges: admin)."""
+
+    @abstractmethod
+    def clock_script(self, now: float) -> str:
+        """Sets the guest's clock to NOW (seconds since the epoch), run by the admin."""
+
+    @abstractmethod
+    def sync_script(self) -> str:
+        """Flushes the guest's disk buffers (before a warm state is saved)."""
+
+    # -- the write set
+
+    @abstractmethod
+    def list_script(self, roots: tuple[str, ...]) -> str:
+        """Lists everything under ROOTS, bounded (runner.writeset's limits), for parse_listing."""
+
+    @abstractmethod
+    def parse_listing(self, output: str) -> Listing:
+        """list_script's output as a Listing; raises InfraError when it is not that."""
+
+    # -- after the agent
+
+    @abstractmethod
+    def processes_script(self, user: DesktopUser) -> str:
+        """Prints the PIDs of the user's processes, whitespace-separated."""
+
+    @abstractmethod
+    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
+        """Stops the user's processes before verification: all of them (KEEP None), or all but KEEP.
+        Prints what it did; exits non-zero when it could not."""
+
+    # -- the MCP file tools, confined to a root folder
+
+    @abstractmethod
+    def confine(self, root: str, path: str) -> str:
+        """ROOT joined with PATH, normalised; raises ValueError when it leads outside ROOT."""
+
+    @abstractmethod
+    def list_files_script(self, root: str, target: str) -> str:
+        """Lists TARGET (inside ROOT): type, size, modified, name per line; exits as FILE_TOOL_ERRORS says."""
+
+    @abstractmethod
+    def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
+        """Prints TARGET's bytes as base64; exits as FILE_TOOL_ERRORS says."""
+
+    def privileged_script_mistakes(self, text: str) -> list[str]:
+        """What `tasks lint` says of a privileged script's text (setup, verify, a check), which runs
+        as the admin: the desktop user's things named as the admin's own. None by default."""
+        return []
+
+    # -- conformance checks (runner.selfcheck)
+
+    @abstractmethod
+    def selfcheck_probe(self) -> tuple[str, str]:
+        """A command that succeeds and the text its output must hold."""
+
+    @abstractmethod
+    def selfcheck_failing(self) -> str:
+        """A command that prints 'to-stderr' on stderr and exits 3."""
+
+    @abstractmethod
+    def selfcheck_sleep(self) -> tuple[str, str]:
+        """A command that sleeps 60 s, and one that prints the PIDs of such sleepers still running."""
+
+    @abstractmethod
+    def selfcheck_hash(self, path: str) -> str:
+        """A command printing the lower-case sha256 of PATH first on its output."""
+
+    @abstractmethod
+    def selfcheck_temp_path(self) -> str:
+        """A writable path in the guest for the file round trip."""
+
+    @abstractmethod
+    def typing_line(self, text: str, path: str) -> str:
+        """A command line that, typed into the desktop's terminal, writes TEXT and a newline to PATH."""
+
+    @abstractmethod
+    def read_text_script(self, path: str) -> str:
+        """Prints PATH's text, or nothing when it does not exist yet."""
+

@@ -1,0 +1,302 @@
+"""The linux profile: a Debian desktop reached over SSH, task scripts in sh.
+
+The desktop user logs in with the image's client key; the admin is root, by a second key,
+with a clean environment (env -i) and only system folders on its PATH. Privileged scripts
+are staged in root's /run/cu-task (tmpfs, 0700); the agent's processes are frozen with the
+cgroup v2 freezer before verification.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from typing import TYPE_CHECKING
+
+from runner.errors import InfraError
+from runner.guest.ssh import SshShell
+from runner.profiles.base import DesktopProbe, DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
+from runner.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing
+
+if TYPE_CHECKING:
+    from runner.catalog import Image
+
+_HOME = re.compile(r"\$HOME\b|\$\{HOME[}:]|(?<![\w/$])~/")
+# The admin channel's whole environment (env -i): no PATH entry a user can write to.
+ADMIN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+
+class LinuxProfile(GuestProfile):
+    name = "linux"
+    script_ext = ".sh"
+    default_image = "linux-test"
+    default_watch = ("~",)
+    default_ignore = ("~/.cache/**", "~/.local/**", "~/.config/**", "~/.bash_history", "~/.lesshst",
+                      "~/.python_history", "~/.xsession-errors*", "~/.Xauthority", "~/.viminfo", "~/.dbus/**",
+                      "~/.ssh/**")
+    admin_task_dir = "/run/cu-task"  # tmpfs, root's, 0700
+    agent_task_dir = "/tmp/.cu-oracle"
+    # Where linux-test's .jwmrc puts the terminal (xterm -geometry 90x24+40+40), and bare
+    # desktop right of it, above the tray.
+    desktop_probe = DesktopProbe(terminal_point=(200, 150), terminal_focus="XTerm",
+                                 pointer_script="DISPLAY=:0 xdotool getmouselocation --shell",
+                                 empty_point=(1000, 500), scratch=("/tmp/typed", "/tmp/symbols"))
+
+    # -- the image
+
+    def home(self, user: str) -> str:
+        return f"/home/{user}"
+
+    def access_problem(self, manifest) -> str | None:
+        return None if manifest.ssh is not None else "a linux image needs 'ssh' (how the runner logs in)"
+
+    def admin_access_missing(self, manifest) -> str | None:
+        if manifest.ssh.admin_private_key is None:
+            return "it predates the runner's privileged channel (no admin key in its manifest)"
+        return None
+
+    def shell_port(self, manifest) -> int:
+        return manifest.ssh.port
+
+    def open_shells(self, image: Image, host: str, port: int) -> Shells:
+        ssh = image.manifest.ssh
+        return Shells(
+            user=SshShell(host, port, ssh.user, image.path(ssh.private_key), ssh.host_key),
+            admin=SshShell(host, port, ssh.admin_user, image.path(ssh.admin_private_key), ssh.host_key,
+                           environment=ADMIN_ENV))
+
+    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+        ssh = image.manifest.ssh
+        key = image.path(ssh.private_key)
+        return ShellEndpoint("ssh", {"host": host, "port": port, "user": ssh.user, "key": str(key)},
+                             f"ssh -i {key} -p {port} -o StrictHostKeyChecking=no {ssh.user}@{host}")
+
+    # -- scripts in the guest
+
+    def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
+        q = shlex.quote
+        user_env = (f"env -i HOME={q(user.home)} USER={q(user.name)} LOGNAME={q(user.name)} "
+                    "PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8")
+        if phase == "setup":
+            # Before the agent the guest is as the image made it: what setup starts may stay.
+            as_user = f'as_user() {{ runuser -u "$DESKTOP_USER" -- {user_env} "$@"; }}\n'
+        else:
+            # During verification the user's files are the agent's: what they start is killed
+            # with its cgroup (cgroup.kill reaches double-forked daemons too).
+            as_user = (
+                "as_user() {\n"
+                "    _cg=/sys/fs/cgroup/cu-run-as-user-$$\n"
+                "    mkdir -p \"$_cg\" || return 125\n"
+                "    sh -c 'echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"' as_user \"$_cg\" "
+                f"runuser -u \"$DESKTOP_USER\" -- {user_env} \"$@\"\n"
+                "    _status=$?\n"
+                "    echo 1 > \"$_cg/cgroup.kill\"\n"
+                "    for _ in $(seq 100); do [ -s \"$_cg/cgroup.procs\" ] || break; sleep 0.05; done\n"
+                "    rmdir \"$_cg\" 2>/dev/null\n"
+                "    return $_status\n"
+                "}\n")
+        return (f"TASK_DIR={q(folder)}; USER_HOME={q(user.home)}; DESKTOP_USER={q(user.name)}\n"
+                "export TASK_DIR USER_HOME DESKTOP_USER\n"
+                f"{as_user}"
+                'cd "$USER_HOME" || exit 125\n')
+
+    def agent_prelude(self, folder: str) -> str:
+        return f"TASK_DIR={shlex.quote(folder)}; export TASK_DIR; cd \"$HOME\"\n"
+
+    def stage_script(self, folder: str, subfolders: list[str]) -> str:
+        made = " ".join(shlex.quote(f"{folder}/{d}") for d in subfolders)
+        return f"umask 077; rm -rf {folder} && mkdir -m 0700 {folder} && mkdir -p {folder} {made}"
+
+    def remove_script(self, folder: str) -> str:
+        return f"rm -rf {folder}"
+
+    def staged_path(self, folder: str, relative: str) -> str:
+        return f"{folder}/{relative}"
+
+    def hand_home_script(self, user: DesktopUser) -> str:
+        return f"find {shlex.quote(user.home)} -xdev -user 0 -exec chown -h {shlex.quote(user.name)}: {{}} +\n"
+
+    def grant_admin_script(self, user: DesktopUser) -> str:
+        return (f"umask 0337; echo {shlex.quote(user.name + ' ALL=(ALL) NOPASSWD: ALL')} > /etc/sudoers.d/cu-run-agent\n"
+                "visudo -cq -f /etc/sudoers.d/cu-run-agent\n")
+
+    def clock_script(self, now: float) -> str:
+        return f"date -u -s @{now:.3f} >/dev/null"
+
+    def sync_script(self) -> str:
+        return "sync"
+
+    # -- the write set
+
+    def list_script(self, roots: tuple[str, ...]) -> str:
+        args = json.dumps([list(roots), HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES])
+        return f"exec python3 -I -c {shlex.quote(_LINUX_LISTER)} {shlex.quote(args)}\n"
+
+    def parse_listing(self, output: str) -> Listing:
+        try:
+            data = json.loads(output)
+            entries = {path: Entry(kind, int(size), sha, float(mtime))
+                       for path, (kind, size, mtime, sha) in data["entries"].items()}
+            return Listing(entries, tuple(data["unhashed"]), bool(data["truncated"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InfraError(f"the write-set listing from the guest is not what the lister prints: {exc}; "
+                             f"it begins {output[:200]!r}") from None
+
+    # -- after the agent
+
+    def processes_script(self, user: DesktopUser) -> str:
+        return f"pgrep -u {shlex.quote(user.name)} || true\n"
+
+    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
+        return _freeze_script(user) if keep is None else _kill_new_script(user, keep)
+
+    # -- the MCP file tools
+
+    def confine(self, root: str, path: str) -> str:
+        root = posixpath.normpath(root)
+        target = posixpath.normpath(posixpath.join(root, path))
+        if target != root and not target.startswith(root + "/"):
+            raise ValueError(f"{path} leads outside {root}")
+        return target
+
+    def list_files_script(self, root: str, target: str) -> str:
+        return (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
+                f"case \"$t/\" in {shlex.quote(posixpath.normpath(root))}/*) ;; *) exit 4;; esac\n"
+                "find \"$t\" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%TY-%Tm-%Td %TH:%TM\\t%f\\n' | sort -k4\n")
+
+    def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
+        return (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
+                f"case \"$t\" in {shlex.quote(posixpath.normpath(root))}/*) ;; *) exit 4;; esac\n"
+                f"[ -f \"$t\" ] || exit 5\n[ $(stat -c %s \"$t\") -le {max_bytes} ] || exit 6\n"
+                "base64 -w0 \"$t\"\n")
+
+    def privileged_script_mistakes(self, text: str) -> list[str]:
+        """$HOME and ~ are root's in a privileged script; the desktop user's home is $USER_HOME.
+        Comments do not count."""
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
+            if _HOME.search(code):
+                found.append(f"line {number}: runs as the admin, whose home $HOME (and ~) is not the desktop "
+                             "user's: use $USER_HOME")
+        return found
+
+    # -- conformance checks
+
+    def selfcheck_probe(self) -> tuple[str, str]:
+        return "uname -a", "Linux"
+
+    def selfcheck_failing(self) -> str:
+        return "echo to-stderr >&2; exit 3"
+
+    def selfcheck_sleep(self) -> tuple[str, str]:
+        return "sleep 60", "pgrep -x sleep || true"
+
+    def selfcheck_hash(self, path: str) -> str:
+        return f"sha256sum {shlex.quote(path)}"
+
+    def selfcheck_temp_path(self) -> str:
+        return "/tmp/cu-roundtrip.bin"
+
+    def typing_line(self, text: str, path: str) -> str:
+        return f"cat > {shlex.quote(path)} <<'EOF'\n{text}\nEOF\n"
+
+    def read_text_script(self, path: str) -> str:
+        return f"cat {shlex.quote(path)} 2>/dev/null"
+
+
+_LINUX_LISTER = """
+import hashlib, json, os, stat, sys, time
+roots, hash_max, budget, max_entries = json.loads(sys.argv[1])
+started = time.monotonic()
+entries, unhashed, truncated = {}, [], False
+
+def kind_of(mode):
+    return "f" if stat.S_ISREG(mode) else "d" if stat.S_ISDIR(mode) else "l" if stat.S_ISLNK(mode) else "o"
+
+def digest(path, size):
+    if size > hash_max or time.monotonic() - started > budget:
+        return ""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW | os.O_NONBLOCK)) as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+def add(path):
+    global truncated
+    if len(entries) >= max_entries:
+        truncated = True
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return True  # gone while listing
+    kind = kind_of(st.st_mode)
+    sha = digest(path, st.st_size) if kind == "f" else ""
+    if kind == "f" and not sha:
+        unhashed.append(path)
+    entries[path] = [kind, st.st_size, st.st_mtime, sha]
+    return True
+
+for root in roots:
+    if not os.path.lexists(root):
+        continue
+    device = os.lstat(root).st_dev
+    add(root)
+    for folder, dirs, files in os.walk(root):
+        kept = []
+        for name in sorted(dirs):
+            path = os.path.join(folder, name)
+            if not add(path):
+                break
+            if path in entries and entries[path][0] == "d" and os.lstat(path).st_dev == device:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            if not add(os.path.join(folder, name)):
+                break
+        if truncated:
+            break
+json.dump({"entries": entries, "unhashed": unhashed, "truncated": truncated}, sys.stdout)
+"""
+
+
+def _kill_outside(slice_test: str) -> str:
+    """Kills, until none is left, every process of user $u for which SLICE_TEST fails."""
+    return (
+        "for round in $(seq 50); do\n"
+        "    left=0\n"
+        "    for p in $(pgrep -u \"$u\"); do\n"
+        f"        {slice_test} && continue\n"
+        "        kill -9 \"$p\" 2>/dev/null && left=1\n"
+        "    done\n"
+        "    [ $left = 0 ] && break\n"
+        "    sleep 0.05\n"
+        "done\n")
+
+
+def _freeze_script(user: DesktopUser) -> str:
+    return (
+        f"u=$(id -u {shlex.quote(user.name)}) || exit 3\n"
+        "cg=/sys/fs/cgroup/user.slice/user-$u.slice\n"
+        "if [ -d \"$cg\" ]; then\n"
+        "    echo 1 > \"$cg/cgroup.freeze\" || exit 4\n"
+        "    for _ in $(seq 200); do grep -qx 'frozen 1' \"$cg/cgroup.events\" && break; sleep 0.05; done\n"
+        "    grep -qx 'frozen 1' \"$cg/cgroup.events\" || { echo \"the user's slice did not freeze\" >&2; exit 5; }\n"
+        "fi\n"
+        + _kill_outside("grep -q \"/user-$u.slice/\" \"/proc/$p/cgroup\" 2>/dev/null")
+        + "echo \"froze $(wc -l < \"$cg/cgroup.procs\" 2>/dev/null || echo 0) processes of the desktop user\"\n")
+
+
+def _kill_new_script(user: DesktopUser, keep: set[int]) -> str:
+    kept = " ".join(str(p) for p in sorted(keep))
+    return (
+        f"u=$(id -u {shlex.quote(user.name)}) || exit 3\n"
+        f"keep=' {kept} '\n"
+        + _kill_outside("case \"$keep\" in *\" $p \"*) true;; *) false;; esac")
+        + "echo \"killed the desktop user's processes started during the episode\"\n")

@@ -1,0 +1,240 @@
+"""The windows profile: a Windows 11 desktop reached over WinRM, task scripts in PowerShell.
+
+The desktop user (autologon) is a standard user; the admin is the separate verifier
+account the image's provisioning made. Privileged scripts are staged in C:\\cu-task with
+inheritance off, so only the staging account and SYSTEM can read them. Whole sessions
+cannot be frozen, so before verification the desktop user's processes started during the
+episode are stopped.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import re
+from typing import TYPE_CHECKING
+
+from runner.guest.winrm import WinRmShell
+from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
+from runner.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest
+
+if TYPE_CHECKING:
+    from runner.catalog import Image
+
+
+def _ps(text: str) -> str:
+    """TEXT as a single-quoted PowerShell string."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+class WindowsProfile(GuestProfile):
+    name = "windows"
+    script_ext = ".ps1"
+    default_image = "windows-11"
+    default_watch = (r"C:\evals", "~")
+    default_ignore = (r"~\AppData\**", r"~\NTUSER.DAT*", r"~\ntuser.*", r"~\*.log*")
+    windows_paths = True
+    admin_task_dir = "C:\\cu-task"
+    agent_task_dir = "C:\\cu-oracle"
+    spares_earlier_processes = True
+
+    # -- the image
+
+    def home(self, user: str) -> str:
+        return f"C:\\Users\\{user}"
+
+    def access_problem(self, manifest) -> str | None:
+        if manifest.winrm is None or manifest.firmware is None:
+            return "a windows image needs 'winrm' and 'firmware'"
+        return None
+
+    def admin_access_missing(self, manifest) -> str | None:
+        if manifest.winrm.admin_user is None or manifest.winrm.admin_password is None:
+            return "it predates the separate verifier account (no admin_user in its manifest)"
+        return None
+
+    def shell_port(self, manifest) -> int:
+        return manifest.winrm.port
+
+    def open_shells(self, image: Image, host: str, port: int) -> Shells:
+        winrm = image.manifest.winrm
+        return Shells(user=WinRmShell(host, port, winrm.user, winrm.password, transport=winrm.transport),
+                      admin=WinRmShell(host, port, winrm.admin_user, winrm.admin_password, transport=winrm.transport))
+
+    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+        user = image.manifest.winrm.user
+        return ShellEndpoint("winrm", {"host": host, "port": port, "user": user, "endpoint": f"http://{host}:{port}/wsman"},
+                             f"WinRM http://{host}:{port}/wsman as {user} (password in the image manifest)")
+
+    # -- scripts in the guest
+
+    def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
+        return (f"$env:TASK_DIR = '{folder}'\r\n$env:USER_HOME = '{user.home}'\r\n$env:DESKTOP_USER = '{user.name}'\r\n"
+                f"$env:DESKTOP_USER_SID = (New-Object System.Security.Principal.NTAccount('{user.name}')).Translate("
+                "[System.Security.Principal.SecurityIdentifier]).Value\r\n"
+                "Set-Location -LiteralPath $env:USER_HOME\r\n")
+
+    def agent_prelude(self, folder: str) -> str:
+        return f"$env:TASK_DIR = {_ps(folder)}\r\nSet-Location -LiteralPath $env:USERPROFILE\r\n"
+
+    def stage_script(self, folder: str, subfolders: list[str]) -> str:
+        made = "".join(f"New-Item -ItemType Directory -Force -Path {_ps(folder + chr(92) + d.replace('/', chr(92)))}"
+                       " | Out-Null\r\n" for d in subfolders)
+        # Only the account that staged it (and SYSTEM) may read the folder: inheritance off.
+        return (f"$ErrorActionPreference = 'Stop'\r\n"
+                f"Remove-Item -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue\r\n"
+                f"New-Item -ItemType Directory -Force -Path {_ps(folder)} | Out-Null\r\n"
+                f"icacls {_ps(folder)} /inheritance:r /grant:r \"$($env:USERNAME):(OI)(CI)F\" "
+                "'SYSTEM:(OI)(CI)F' | Out-Null\r\n"
+                f"{made}")
+
+    def remove_script(self, folder: str) -> str:
+        return f"Remove-Item -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue"
+
+    def staged_path(self, folder: str, relative: str) -> str:
+        return folder + "\\" + relative.replace("/", "\\")
+
+    def hand_home_script(self, user: DesktopUser) -> str:
+        return (f"Get-ChildItem -LiteralPath {_ps(user.home)} -Recurse -Force -ErrorAction SilentlyContinue | "
+                f"ForEach-Object {{ icacls $_.FullName /setowner {_ps(user.name)} /q | Out-Null }}\r\n")
+
+    def grant_admin_script(self, user: DesktopUser) -> str:
+        return f"Add-LocalGroupMember -Group 'Administrators' -Member {_ps(user.name)} -ErrorAction SilentlyContinue\r\n"
+
+    def clock_script(self, now: float) -> str:
+        return (f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
+                " | Out-Null")
+
+    def sync_script(self) -> str:
+        return "Write-VolumeCache -DriveLetter C"
+
+    # -- the write set
+
+    def list_script(self, roots: tuple[str, ...]) -> str:
+        """PowerShell printing one line per item under ROOTS: kind, size, mtime ticks, sha256, path,
+        tab-separated. Windows paths hold no tabs or newlines, so lines are enough."""
+        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in roots)
+        return (
+            "$ErrorActionPreference = 'SilentlyContinue'\n"
+            f"$started = Get-Date\n$count = 0\n"
+            f"foreach ($root in @({quoted})) {{\n"
+            "    if (-not (Test-Path -LiteralPath $root)) { continue }\n"
+            "    Get-ChildItem -LiteralPath $root -Recurse -Force | ForEach-Object {\n"
+            f"        $count++; if ($count -gt {MAX_ENTRIES}) {{ 'truncated'; break }}\n"
+            "        $ticks = $_.LastWriteTimeUtc.Ticks\n"
+            "        if ($_.PSIsContainer) { \"d`t0`t$ticks`t`t$($_.FullName)\" }\n"
+            "        else {\n"
+            "            $hash = ''\n"
+            f"            if ($_.Length -le {HASH_MAX_BYTES} -and ((Get-Date) - $started).TotalSeconds -lt {HASH_BUDGET_S:g}) {{\n"
+            "                $hash = (Get-FileHash -LiteralPath $_.FullName -Algorithm SHA256).Hash\n"
+            "            }\n"
+            "            \"f`t$($_.Length)`t$ticks`t$hash`t$($_.FullName)\"\n"
+            "        }\n"
+            "    }\n"
+            "}\n"
+        )
+
+    def parse_listing(self, output: str) -> Listing:
+        entries: Manifest = {}
+        unhashed = []
+        truncated = False
+        for line in output.splitlines():
+            line = line.rstrip("\r")
+            if line == "truncated":
+                truncated = True
+                continue
+            parts = line.split("\t", 4)
+            if len(parts) != 5:
+                continue
+            kind, size, ticks, digest, path = parts
+            entries[path] = Entry(kind, int(size or 0), digest.lower(), int(ticks or 0) / 1e7)
+            if kind == "f" and not digest:
+                unhashed.append(path)
+        return Listing(entries, tuple(unhashed), truncated)
+
+    # -- after the agent
+
+    def processes_script(self, user: DesktopUser) -> str:
+        return (f"Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like {_ps('*' + chr(92) + user.name)} }} | "
+                "ForEach-Object { $_.Id }\r\n")
+
+    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
+        return _stop_script(user, keep or set())
+
+    # -- the MCP file tools
+
+    def confine(self, root: str, path: str) -> str:
+        root = ntpath.normpath(root)
+        target = ntpath.normpath(ntpath.join(root, path.replace("/", "\\")))
+        if target.lower() != root.lower() and not target.lower().startswith(root.lower() + "\\"):
+            raise ValueError(f"{path} leads outside {root}")
+        return target
+
+    def list_files_script(self, root: str, target: str) -> str:
+        return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
+                "if ($null -eq $t) { exit 3 }\r\n"
+                f"if (-not ($t.FullName + '\\').StartsWith({_ps(ntpath.normpath(root) + chr(92))}, "
+                "[StringComparison]::OrdinalIgnoreCase) -and $t.FullName -ne "
+                f"{_ps(ntpath.normpath(root))}) {{ exit 4 }}\r\n"
+                "Get-ChildItem -LiteralPath $t.FullName -Force | Sort-Object Name | ForEach-Object {\r\n"
+                "    $kind = if ($_.PSIsContainer) { 'd' } else { 'f' }\r\n"
+                "    $size = if ($_.PSIsContainer) { 0 } else { $_.Length }\r\n"
+                "    \"$kind`t$size`t$($_.LastWriteTime.ToString('yyyy-MM-dd HH:mm'))`t$($_.Name)\"\r\n"
+                "}\r\n")
+
+    def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
+        return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
+                "if ($null -eq $t) { exit 3 }\r\n"
+                f"if (-not $t.FullName.StartsWith({_ps(ntpath.normpath(root) + chr(92))}, "
+                "[StringComparison]::OrdinalIgnoreCase)) { exit 4 }\r\n"
+                "if ($t.PSIsContainer) { exit 5 }\r\n"
+                f"if ($t.Length -gt {max_bytes}) {{ exit 6 }}\r\n"
+                "[Convert]::ToBase64String([IO.File]::ReadAllBytes($t.FullName))\r\n")
+
+    def privileged_script_mistakes(self, text: str) -> list[str]:
+        """$env:USERPROFILE and HKCU: are the verifier account's own in a privileged script."""
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if re.search(r"\$env:USERPROFILE\b|\bHKCU:", code, re.IGNORECASE):
+                found.append(f"line {number}: runs as the verifier account, whose profile and HKCU are not the "
+                             "desktop user's: use $env:USER_HOME and Registry::HKEY_USERS\\$env:DESKTOP_USER_SID")
+        return found
+
+    # -- conformance checks
+
+    def selfcheck_probe(self) -> tuple[str, str]:
+        return "[Environment]::OSVersion.VersionString", "Windows"
+
+    def selfcheck_failing(self) -> str:
+        return "[Console]::Error.WriteLine('to-stderr'); exit 3"
+
+    def selfcheck_sleep(self) -> tuple[str, str]:
+        return ("Start-Sleep -Seconds 60",
+                "Get-CimInstance Win32_Process -Filter \"Name='powershell.exe'\" | "
+                "Where-Object { $_.CommandLine -like '*Start-Sleep -Seconds 60*' } | ForEach-Object { $_.ProcessId }")
+
+    def selfcheck_hash(self, path: str) -> str:
+        return f"(Get-FileHash -LiteralPath {_ps(path)} -Algorithm SHA256).Hash.ToLower()"
+
+    def selfcheck_temp_path(self) -> str:
+        return "C:\\Windows\\Temp\\cu-roundtrip.bin"
+
+    def typing_line(self, text: str, path: str) -> str:
+        return f"Set-Content -LiteralPath {_ps(path)} -Value {_ps(text)}\n"
+
+    def read_text_script(self, path: str) -> str:
+        return f"Get-Content -LiteralPath {_ps(path)} -Raw -ErrorAction SilentlyContinue"
+
+
+def _stop_script(user: DesktopUser, keep: set[int]) -> str:
+    kept = ",".join(str(p) for p in sorted(keep)) or "-1"
+    return (
+        f"$keep = @({kept})\r\n"
+        "foreach ($round in 1..20) {\r\n"
+        f"    $new = @(Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like '*\\{user.name}' -and "
+        "$keep -notcontains $_.Id })\r\n"
+        "    if ($new.Count -eq 0) { break }\r\n"
+        "    $new | Stop-Process -Force -ErrorAction SilentlyContinue\r\n"
+        "    Start-Sleep -Milliseconds 100\r\n"
+        "}\r\n"
+        "Write-Output \"stopped the desktop user's processes started during the episode\"\r\n")

@@ -1,0 +1,171 @@
+"""The guest-profile seam: no module outside runner/profiles/ tells profiles apart by name, and a
+profile registered from a test is enough for a task, its scripts, the write set and the MCP file
+tools to work on it."""
+
+import ast
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from fakes.display import FakeDisplay, LocalShell
+from runner.catalog import ImageManifest
+from runner.config import PROJECT_ROOT
+from runner.guest.base import ExecResult, GuestShell
+from runner.mcp_server import build_server
+from runner.profiles import PROFILES, DesktopUser, get_profile, register
+from runner.profiles.linux import LinuxProfile
+from runner.task_scripts import run_privileged
+from runner.tasks import load_suite
+from runner.writeset import take_listing
+
+NAMES = {"linux", "windows"}
+
+
+def profile_literals(tree: ast.AST) -> list[int]:
+    """Lines where code tells profiles apart by name: a comparison with one, a dict keyed by
+    profile names (a per-profile table), a profile= keyword given one, or a Literal[...] of them.
+    (A lone "windows" key is a window list, not a profile.)"""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Constant) and o.value in NAMES for o in operands):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if len(keys & NAMES) >= 2:
+                found.append(node.lineno)
+        elif isinstance(node, ast.keyword) and node.arg == "profile":
+            if isinstance(node.value, ast.Constant) and node.value.value in NAMES:
+                found.append(node.value.lineno)
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
+            if any(isinstance(c, ast.Constant) and c.value in NAMES for c in ast.walk(node.slice)):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_module_outside_the_profiles_tells_them_apart_by_name():
+    runner = PROJECT_ROOT / "runner"
+    offenders = {}
+    for path in sorted(runner.rglob("*.py")):
+        if "profiles" in path.relative_to(runner).parts:
+            continue
+        lines = profile_literals(ast.parse(path.read_text()))
+        if lines:
+            offenders[str(path.relative_to(PROJECT_ROOT))] = lines
+    assert offenders == {}
+
+
+def test_the_literal_finder_finds_what_it_looks_for():
+    code = ('if profile == "windows": pass\nWATCH = {"linux": 1, "windows": 2}\nm = M(profile="linux")\n'
+            'P = Literal["linux", "windows"]\nwindow_list = {"windows": []}\nif "linux" != kind: pass\n')
+    assert profile_literals(ast.parse(code)) == [1, 2, 3, 4, 6]
+
+
+class OtherOsProfile(LinuxProfile):
+    """A third profile for the test: sh on this host (LocalShell), its own folders and home."""
+
+    name = "testos"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.admin_task_dir = str(root / "admin-task")
+        self.agent_task_dir = str(root / "agent-task")
+
+    def home(self, user: str) -> str:
+        return str(self.root / "home" / user)
+
+
+@pytest.fixture
+def testos(tmp_path):
+    profile = register(OtherOsProfile(tmp_path / "guest"))
+    (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
+    yield profile
+    del PROFILES["testos"]
+
+
+def test_a_profile_registered_from_a_test_runs_tasks_listings_and_file_tools(testos, tmp_path):
+    task_dir = tmp_path / "suite" / "hello"
+    task_dir.mkdir(parents=True)
+    (task_dir / "task.yaml").write_text("id: hello\ninstruction: x\nprofile: testos\n")
+    (task_dir / "oracle.sh").write_text("true\n")
+    (task_dir / "data.txt").write_text("from the task\n")
+    (task_dir / "verify.sh").write_text('cat "$TASK_DIR/data.txt"; echo "home=$USER_HOME user=$DESKTOP_USER"; '
+                                        'echo note > "$USER_HOME/note.txt"; echo PASS\n')
+    (task,) = load_suite(str(tmp_path / "suite")).tasks
+    assert task.guest is testos and task.ext == ".sh"
+
+    user = DesktopUser("alice", testos.home("alice"))
+    result = run_privileged(LocalShell(), task, "verify", user, "verify")
+    assert result.stdout.splitlines() == ["from the task", f"home={user.home} user=alice", "PASS"], result
+    assert not Path(testos.admin_task_dir).exists()  # staged, then removed
+
+    listing = take_listing(LocalShell(), testos, (user.home,))
+    assert f"{user.home}/note.txt" in listing.entries
+
+    server = build_server(FakeDisplay(), LocalShell(), toolsets=("files",), file_root=user.home, guest=testos)
+
+    async def files():
+        async with Client(server) as client:
+            return (await client.call_tool("list_files", {})), (await client.call_tool("file_download",
+                                                                                       {"path": "note.txt"}))
+
+    listed, note = anyio.run(files)
+    assert "note.txt" in listed.content[0].text and note.content[0].text == "note\n"
+
+
+def test_an_image_of_an_unknown_profile_is_refused_and_a_registered_one_accepted(testos):
+    manifest = {"name": "t", "profile": "plan9", "disk": "d.qcow2", "disk_sha256": "0" * 64, "disk_bytes": 1,
+                "screen": {"width": 1, "height": 1}, "credentials": {"user": "alice", "password": "x"},
+                "ssh": {"user": "alice", "private_key": "k", "host_key": "ssh-ed25519 AAAA", "admin_private_key": "a"},
+                "built_at": "2026-12-01T00:00:00Z", "build_seconds": 1, "builder": "test"}
+    with pytest.raises(ValueError, match="plan9"):
+        ImageManifest.model_validate(manifest)
+    accepted = ImageManifest.model_validate({**manifest, "profile": "testos"})
+    assert accepted.desktop_user.home == testos.home("alice") and accepted.admin_access_missing() is None
+
+
+class ScriptRecorder(GuestShell):
+    """A fake guest shell that records each script and answers as told."""
+
+    def __init__(self, answer: ExecResult) -> None:
+        self.scripts: list[str] = []
+        self.answer = answer
+
+    def wait_ready(self, timeout):
+        return 0.0
+
+    def run(self, script, timeout=60.0):
+        self.scripts.append(script)
+        return self.answer
+
+    def put(self, local, remote):
+        raise AssertionError("not used")
+
+    def get(self, remote, local):
+        raise AssertionError("not used")
+
+    def close(self):
+        pass
+
+
+def test_windows_file_tools_speak_powershell_and_confine_to_the_profile_folder():
+    """The file tools once sent POSIX sh to a Windows guest; now they use the profile's scripts."""
+    shell = ScriptRecorder(ExecResult(0, "f\t5\t2026-12-01 10:00\tnotes.txt\r\n", ""))
+    server = build_server(FakeDisplay(), shell, toolsets=("files",), file_root="C:\\Users\\cu",
+                          guest=get_profile("windows"))
+
+    async def files():
+        async with Client(server) as client:
+            return (await client.call_tool("list_files", {"path": "Documents"}),
+                    await client.call_tool("list_files", {"path": "..\\..\\Windows"}))
+
+    listed, outside = anyio.run(files)
+    assert "notes.txt" in listed.content[0].text
+    assert "Get-ChildItem" in shell.scripts[0] and "'C:\\Users\\cu\\Documents'" in shell.scripts[0]
+    assert outside.isError if hasattr(outside, "isError") else outside.is_error
+    assert "leads outside C:\\Users\\cu" in outside.content[0].text and len(shell.scripts) == 1
+    json.dumps(shell.scripts)  # plain text, nothing else
