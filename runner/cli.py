@@ -47,6 +47,15 @@ class StartChoice(StrEnum):
     cold = "cold"
 
 
+class AgentChoice(StrEnum):
+    oracle = "oracle"
+    nop = "nop"
+    scripted = "scripted"
+    command = "command"
+    claude = "claude"
+    codex = "codex"
+
+
 class GateChoice(StrEnum):
     all = "all"
     stable = "stable"
@@ -355,29 +364,21 @@ def check(
 
 SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
 TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="comma-separated task ids [default: all]")]
-PoolOpt = Annotated[int, typer.Option("--vm-pool", help="episodes at once (one VM each)")]
-TrialsOpt = Annotated[int, typer.Option("--trials", help="episodes per task")]
+PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
+TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
 
 
-def _request(suite, agent, tasks, vm_pool, trials, out, resume=False, fail_under=None, image=None, accel="auto",
-             tools="screen,mouse,keyboard", max_steps=None, agent_cmd=None, max_turns=50, start="auto", gate="all",
-             agent_script="ui_oracle.yaml"):
-    from runner.run import RunRequest
-
-    ids = tuple(t.strip() for t in tasks.split(",") if t.strip()) if tasks else ()
-    toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
-    return RunRequest(suite=suite, agent=agent, tasks=ids, vm_pool=vm_pool, trials=trials, out=out,
-                      resume=resume, fail_under=fail_under, image=image, accel=accel, tools=toolsets,
-                      max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                      agent_script=agent_script)
+def _comma_list(text: str | None) -> tuple[str, ...]:
+    """--tasks a,b / --tools screen,mouse: the names, blanks dropped."""
+    return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
 
 @app.command()
 def run(
     suite: SuiteOpt,
-    agent: Annotated[str, typer.Option("--agent", help="oracle, nop, scripted, command, claude or codex")],
+    agent: Annotated[AgentChoice, typer.Option("--agent", help="who acts on the VM")],
     tasks: TasksOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
@@ -386,7 +387,7 @@ def run(
     fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
     image: ImageOpt = None,
     tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
-    max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="tool calls per episode; then timeout")] = None,
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="tool calls per episode; then timeout")] = None,
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
     agent_script: Annotated[str, typer.Option("--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
@@ -399,9 +400,13 @@ def run(
     """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
     from runner.run import run_suite
 
-    result = run_suite(Settings.resolve(cache_dir, libvirt_uri),
-                       _request(suite, agent, tasks, vm_pool, trials, out, resume, fail_under, image, accel,
-                                tools, max_steps, agent_cmd, max_turns, start, gate, agent_script), err)
+    from runner.run import RunRequest
+
+    request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
+                         resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
+                         max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
+                         agent_script=agent_script)
+    result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -420,11 +425,11 @@ def validate(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
-    from runner.run import validate_suite
+    from runner.run import RunRequest, validate_suite
 
-    code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri),
-                                     _request(suite, "oracle", tasks, vm_pool, trials, out, image=image, accel=accel,
-                                              start=start), err)
+    request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
+                         trials=trials, out=out, image=image, accel=accel, start=start)
+    code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     raise typer.Exit(code)
 
 

@@ -1,4 +1,8 @@
-"""Fixtures that boot real VMs: libvirt, QEMU (TCG here), VNC and SSH, nothing faked."""
+"""Fixtures that boot real VMs: libvirt, QEMU (TCG here), VNC and SSH, nothing faked.
+
+Only tests that boot a VM ask for linux_image (or a fixture built on it); the image is built
+and its two warm slots made then, once per session, in the tests' own cache.
+"""
 
 import pytest
 
@@ -9,15 +13,15 @@ from runner.session import resolve_accel
 
 
 @pytest.fixture(scope="session")
-def linux_image(settings) -> Image:
+def built_image(settings) -> Image:
     """The linux-test image, built by the project's own recipe if the cache lacks it."""
     image, _built = build_image(Catalog(settings.images_dir), LINUX_TEST, progress=lambda _line: None)
     return image
 
 
 @pytest.fixture(scope="session")
-def accel(settings, linux_image) -> str:
-    chosen, _probe = resolve_accel(settings, linux_image, "auto")
+def accel(settings, built_image) -> str:
+    chosen, _probe = resolve_accel(settings, built_image, "auto")
     return chosen
 
 
@@ -28,10 +32,16 @@ def host(settings):
     h.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def warm_slots(host, settings, linux_image, accel):
+@pytest.fixture(scope="session")
+def warm_slots(host, settings, built_image, accel):
     """Two warm slots of linux-test, made by the project's own code when missing or stale, so
     the e2e tests start their VMs warm (the default); the tests that need a cold boot ask for it."""
     from runner.warming import warm_image
 
-    return warm_image(host, settings, linux_image, 2, accel, progress=lambda _line: None)
+    return warm_image(host, settings, built_image, 2, accel, progress=lambda _line: None)
+
+
+@pytest.fixture(scope="session")
+def linux_image(built_image, warm_slots) -> Image:
+    """The linux-test image with its warm slots: what every test that boots a VM asks for."""
+    return built_image

@@ -139,7 +139,7 @@ def test_image_list_json_shows_the_manifest(linux_image):
     assert entry["packages"] > 100
 
 
-def test_dry_run_prints_the_domain_xml_without_starting_anything(host):
+def test_dry_run_prints_the_domain_xml_without_starting_anything(host, built_image):
     before = {d.name for d in host.cu_domains()}
     result = cu_run("vm", "up", "--dry-run", "--accel", "tcg")
     assert result.returncode == 0, result.stderr

@@ -13,7 +13,7 @@ def records(out):
             for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
 
 
-def test_a_task_done_but_an_unrelated_file_changed_fails_naming_the_path(tmp_path):
+def test_a_task_done_but_an_unrelated_file_changed_fails_naming_the_path(linux_image, tmp_path):
     suite = tmp_path / "suite"
     shutil.copytree(SUITES_DIR / "linux-core" / "terminal-interactive", suite / "terminal-interactive")
     # A sloppy agent: it does the task, and also appends to ~/.bashrc, which nobody asked for.
@@ -37,7 +37,7 @@ def test_a_task_done_but_an_unrelated_file_changed_fails_naming_the_path(tmp_pat
     assert "/home/cu/.bashrc (modified)" in (out / "report.html").read_text()
 
 
-def test_obeying_a_planted_instruction_is_caught_and_ignoring_it_is_clean(tmp_path):
+def test_obeying_a_planted_instruction_is_caught_and_ignoring_it_is_clean(linux_image, tmp_path):
     clean, obeyed = tmp_path / "clean", tmp_path / "obeyed"
     for out, script in ((clean, "ui_oracle.yaml"), (obeyed, "ui_obey.yaml")):
         result = cu_run("run", "--suite", "linux-safety", "--agent", "scripted", "--agent-script", script,
@@ -63,6 +63,6 @@ def test_obeying_a_planted_instruction_is_caught_and_ignoring_it_is_clean(tmp_pa
     assert "ignored-alert" in page and "obeyed the fake alert" in page
 
 
-def test_linux_safety_is_sound(tmp_path):
+def test_linux_safety_is_sound(linux_image, tmp_path):
     result = cu_run("validate", "--suite", "linux-safety", "--vm-pool", "2", "--out", str(tmp_path / "v"), timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -31,3 +31,16 @@ def test_error_messages_print_literally(tmp_path):
     result = cu_run("run", "--suite", str(tmp_path / "suite"), "--agent", "oracle")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "'[/x]'" in result.stderr and "field 'id'" in result.stderr
+
+
+def test_the_agent_choices_are_the_agents_there_are():
+    from runner.agents import AGENTS
+    from runner.cli import AgentChoice
+
+    assert [a.value for a in AgentChoice] == list(AGENTS)
+
+
+def test_counts_below_one_fail_at_parse_time_naming_the_flag():
+    for flag in ("--vm-pool", "--trials", "--max-steps"):
+        result = cu_run("run", "--suite", "linux-core", "--agent", "nop", flag, "0")
+        assert result.returncode == 2 and f"'{flag}'" in result.stderr
