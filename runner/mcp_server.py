@@ -87,6 +87,22 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
         except GuestAgentError as exc:
             raise ToolError(exc.message) from exc
 
+    add_screen_tools(tool, act, display)
+    add_mouse_tools(tool, act, display)
+    add_keyboard_tools(tool, act, display)
+    if guest_agent is not None:
+        add_accessibility_tools(tool, act, guest_agent)
+    if shell is not None and file_root and guest is not None:
+        add_file_tools(tool, act, shell, guest, file_root)
+
+    return server
+
+
+Tool = Callable[[Callable], Callable]  # registers a tool if its set is allowed
+Act = Callable  # runs a blocking call in a thread, its errors turned into tool errors
+
+
+def add_screen_tools(tool: Tool, act: Act, display: Display) -> None:
     @tool
     async def computer_use_screenshot(scale: float = 1.0, format: Literal["png", "jpeg"] = "png",
                                       quality: int = 80) -> Image:
@@ -116,6 +132,8 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
         info = await act("computer_use_display_info", display.info)
         return {"width": info.width, "height": info.height}
 
+
+def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
     @tool
     async def computer_use_mouse_position() -> dict:
         """Where the pointer is (where the last mouse action left it)."""
@@ -149,6 +167,8 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
         await act("computer_use_mouse_scroll", lambda: display.scroll(x, y, direction, amount))
         return f"scrolled {direction} {amount} at ({x}, {y})"
 
+
+def add_keyboard_tools(tool: Tool, act: Act, display: Display) -> None:
     @tool
     async def computer_use_keyboard_type(text: str, delay: int = 0) -> str:
         """Type text exactly as given (newline presses Enter). delay: milliseconds between keys (0-500)."""
@@ -175,33 +195,29 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
         await act("computer_use_keyboard_hotkey", lambda: display.key(key, mods))
         return f"pressed {keys}"
 
-    if guest_agent is not None:
-        @tool
-        async def computer_use_windows() -> str:
-            """The desktop's top-level windows: id, title, app, pid, focused, minimized and geometry
-            (x, y, width, height of the window's content in screen pixels)."""
-            windows = await act("computer_use_windows", guest_agent.windows)
-            return _compact({"windows": [w.model_dump() for w in windows]})
 
-        @tool
-        async def computer_use_accessibility_tree(app: str | None = None, max_depth: int = 20,
-                                                  max_nodes: int = 500) -> str:
-            """The accessibility tree of what is on screen: role, name, bounds [x, y, width, height],
-            states (focused, selected, checked, editable, disabled...) and text, nested. app limits it to
-            one application (as named in the tree); max_depth (1-50) and max_nodes (1-5000) bound it."""
-            if not 1 <= max_depth <= 50 or not 1 <= max_nodes <= 5000:
-                raise ToolError("max_depth must be 1-50 and max_nodes 1-5000")
-            tree = await act("computer_use_accessibility_tree",
-                             lambda: guest_agent.accessibility_tree(app, max_depth, max_nodes))
-            return _compact(tree.model_dump(exclude_none=True, exclude_defaults=True))
+def add_accessibility_tools(tool: Tool, act: Act, guest_agent: GuestAgent) -> None:
+    @tool
+    async def computer_use_windows() -> str:
+        """The desktop's top-level windows: id, title, app, pid, focused, minimized and geometry
+        (x, y, width, height of the window's content in screen pixels)."""
+        windows = await act("computer_use_windows", guest_agent.windows)
+        return _compact({"windows": [w.model_dump() for w in windows]})
 
-    if shell is not None and file_root and guest is not None:
-        add_file_tools(tool, act, shell, guest, file_root)
-
-    return server
+    @tool
+    async def computer_use_accessibility_tree(app: str | None = None, max_depth: int = 20,
+                                              max_nodes: int = 500) -> str:
+        """The accessibility tree of what is on screen: role, name, bounds [x, y, width, height],
+        states (focused, selected, checked, editable, disabled...) and text, nested. app limits it to
+        one application (as named in the tree); max_depth (1-50) and max_nodes (1-5000) bound it."""
+        if not 1 <= max_depth <= 50 or not 1 <= max_nodes <= 5000:
+            raise ToolError("max_depth must be 1-50 and max_nodes 1-5000")
+        tree = await act("computer_use_accessibility_tree",
+                         lambda: guest_agent.accessibility_tree(app, max_depth, max_nodes))
+        return _compact(tree.model_dump(exclude_none=True, exclude_defaults=True))
 
 
-def add_file_tools(tool: Callable, act: Callable, shell: GuestShell, guest: GuestProfile, file_root: str) -> None:
+def add_file_tools(tool: Tool, act: Act, shell: GuestShell, guest: GuestProfile, file_root: str) -> None:
     """list_files and file_download, confined to FILE_ROOT, in the guest profile's own scripts."""
 
     def confine(path: str) -> str:

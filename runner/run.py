@@ -18,8 +18,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from runner.agents import make_agent
-from runner.catalog import Catalog
+from runner.agents import Agent, make_agent
+from runner.catalog import Catalog, Image
 from runner.config import Settings, private_dir
 from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
@@ -33,7 +33,7 @@ from runner.lint import lint_task_scripts
 from runner.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks import Suite, Task, load_suite
-from runner.start_plan import plan_start
+from runner.start_plan import StartPlan, plan_start
 from runner.windows_image import licence_warning
 
 EXIT_INFRA = 3
@@ -69,20 +69,35 @@ class RunResult:
     exit_code: int
 
 
-def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunResult:
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run is, checked before any VM starts: every refusal of bad input happens here."""
+
+    suite: Suite
+    tasks: tuple[Task, ...]
+    agent: Agent
+    image: Image
+    out_dir: Path
+    previous: dict | None  # run.json of the run being resumed
+
+    def planned(self, trials: int) -> list[tuple[str, int]]:
+        return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
+
+
+def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     if request.vm_pool < 1 or request.trials < 1:
         raise UsageError("--vm-pool and --trials must be at least 1")
     if request.fail_under is not None and not 0 <= request.fail_under <= 1:
         raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
     if request.gate not in ("all", "stable"):
         raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
+    if request.max_steps is not None and request.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
     suite = load_suite(request.suite)
     tasks = suite.select(list(request.tasks))
     check_scripts(tasks)
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
-    if request.max_steps is not None and request.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
     agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
                        script=request.agent_script)
     image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
@@ -92,59 +107,42 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     if (missing_admin := image.manifest.admin_access_missing()) is not None:
         raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
     out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
-    log = ResultLog(out_dir)
-    run_json = out_dir / "run.json"
-    previous = _check_out_dir(out_dir, log, request.resume, suite)
-
+    previous = _check_out_dir(out_dir, ResultLog(out_dir), request.resume, suite)
     check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {request.vm_pool} episode VMs")
     image.verify_disk()
-    if (warning := licence_warning(image)) is not None:
+    return RunPlan(suite, tasks, agent, image, out_dir, previous)
+
+
+def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunResult:
+    plan = plan_run(settings, request)
+    if (warning := licence_warning(plan.image)) is not None:
         console.print(f"[yellow]{warning}[/]")
-    accel, probe = resolve_accel(settings, image, request.accel)
+    accel, probe = resolve_accel(settings, plan.image, request.accel)
+    log = ResultLog(plan.out_dir)
     finished = log.finished()
-    work = [(t, trial) for trial in range(1, request.trials + 1) for t in tasks if (t.id, trial) not in finished]
-    private_dir(out_dir)
+    work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
+    private_dir(plan.out_dir)
     host = LibvirtHost(settings.libvirt_uri)
     try:
-        plan = plan_start(request.start, host, image, accel, settings.libvirt_uri, request.vm_pool)
+        start = plan_start(request.start, host, plan.image, accel, settings.libvirt_uri, request.vm_pool)
     except BaseException:
         host.close()
         raise
-    if plan.notice:
-        console.print(f"[yellow]{plan.notice}[/]")
-    started_at = datetime.now(UTC).isoformat()
-    provenance = previous or {
-        "started_at": started_at,
-        "host": host_facts(),
-        "accel": {"used": accel, "requested": request.accel, "probe": probe.reason},
-        "start": {"used": plan.mode, "requested": request.start, "notice": plan.notice},
-        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
-        "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
-                  "builder": image.manifest.builder},
-        "suite": {"name": suite.name, "path": str(suite.folder), "content_sha256": suite.content_hash(),
-                  "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks)},
-        "agent": {"name": agent.name, "version": agent.version()},
-        "runner": runner_facts(),
-        "arguments": _arguments(request),
-        "resumed_at": [],
-    }
-    if previous:
-        provenance["resumed_at"].append(started_at)
-    _write_json(run_json, provenance)
-
-    console.print(f"run {out_dir}: {len(work)} episodes to go "
-                  f"({len(tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                  f"pool {request.vm_pool}, {accel.upper()}, {plan.mode} start, agent {agent.name}")
-    pool = PoolConfig(image=image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
-                      toolsets=request.tools, max_steps=request.max_steps, warm=plan.slots,
-                      suite_rules=suite.safety)
-    harness = Harness(host, settings, pool, agent, out_dir, on_record=lambda r: _print_record(console, r))
-    planned = [(t.id, trial) for trial in range(1, request.trials + 1) for t in tasks]
+    if start.notice:
+        console.print(f"[yellow]{start.notice}[/]")
+    provenance = _provenance(settings, request, plan, host, accel, probe.reason, start)
+    _write_json(plan.out_dir / "run.json", provenance)
+    console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
+                  f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
+                  f"pool {request.vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
+    pool = PoolConfig(image=plan.image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
+                      toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
+                      suite_rules=plan.suite.safety)
+    harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: _print_record(console, r))
+    planned = plan.planned(request.trials)
     try:
-        if work:
-            with Live(_status_table(harness), console=console, refresh_per_second=2, transient=True) as live:
-                harness.run(work, render=lambda: live.update(_status_table(harness)))
+        _run_pool(harness, work, console)
     except KeyboardInterrupt:
         done = len(planned) - len(missing(log.latest(), planned))
         console.print(f"interrupted: {done} of {len(planned)} episodes have a result; "
@@ -152,20 +150,56 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         raise
     finally:
         host.close()
-        wanted = {t.id for t in tasks}
-        records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
-        summary = summarize(records, [t.id for t in tasks], tuple(provenance["suite"].get("not_tamper_proof", ())))
-        _write_json(out_dir / "summary.json", summary)
-        provenance["ended_at"] = datetime.now(UTC).isoformat()
-        _write_json(run_json, provenance)
-        write_reports(out_dir)
-
+        records, summary = _report(plan, request, log, provenance)
     _print_summary(console, summary)
-    console.print(f"report: {out_dir / 'report.html'}")
+    console.print(f"report: {plan.out_dir / 'report.html'}")
     exit_code, message = run_exit_code(summary, missing(records, planned), request.fail_under, request.gate)
     if message:
         console.print(f"[bold red]{escape(message)}[/]", highlight=False)
-    return RunResult(out_dir, summary, records, exit_code)
+    return RunResult(plan.out_dir, summary, records, exit_code)
+
+
+def _provenance(settings: Settings, request: RunRequest, plan: RunPlan, host: LibvirtHost, accel: str,
+                probe: str, start: StartPlan) -> dict:
+    """run.json: what ran where; a resumed run keeps the first and notes when it resumed."""
+    started_at = datetime.now(UTC).isoformat()
+    if plan.previous:
+        plan.previous["resumed_at"].append(started_at)
+        return plan.previous
+    tasks, image = plan.tasks, plan.image
+    return {
+        "started_at": started_at,
+        "host": host_facts(),
+        "accel": {"used": accel, "requested": request.accel, "probe": probe},
+        "start": {"used": start.mode, "requested": request.start, "notice": start.notice},
+        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
+        "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
+                  "builder": image.manifest.builder},
+        "suite": {"name": plan.suite.name, "path": str(plan.suite.folder), "content_sha256": plan.suite.content_hash(),
+                  "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks)},
+        "agent": {"name": plan.agent.name, "version": plan.agent.version()},
+        "runner": runner_facts(),
+        "arguments": _arguments(request),
+        "resumed_at": [],
+    }
+
+
+def _run_pool(harness: Harness, work: list[tuple[Task, int]], console: Console) -> None:
+    if work:
+        with Live(_status_table(harness), console=console, refresh_per_second=2, transient=True) as live:
+            harness.run(work, render=lambda: live.update(_status_table(harness)))
+
+
+def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict) -> tuple[list[EpisodeRecord], dict]:
+    """summary.json, the end time in run.json, report.html and junit.xml, from what the log holds."""
+    wanted = {t.id for t in plan.tasks}
+    records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
+    summary = summarize(records, [t.id for t in plan.tasks], tuple(provenance["suite"].get("not_tamper_proof", ())))
+    _write_json(plan.out_dir / "summary.json", summary)
+    provenance["ended_at"] = datetime.now(UTC).isoformat()
+    _write_json(plan.out_dir / "run.json", provenance)
+    write_reports(plan.out_dir)
+    return records, summary
 
 
 def run_exit_code(summary: dict, lost: list[tuple[str, int]], fail_under: float | None,
