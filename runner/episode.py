@@ -26,12 +26,10 @@ from pathlib import Path
 from runner.catalog import Image
 from runner.config import Settings
 from runner.display.base import Display
-from runner.display.vnc import VncDisplay, png_from_any
 from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
-from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.hypervisor.overlay import create_overlay
+from runner.hypervisor.host import Host
 from runner.owner import me
 from runner.screen import color_fraction, is_blank
 from runner.episode_domain import NVRAM_FILE, episode_domain_spec
@@ -90,7 +88,7 @@ class Timings:
 class EpisodeVM:
     def __init__(
         self,
-        host: LibvirtHost,
+        host: Host,
         image: Image,
         settings: Settings,
         *,
@@ -118,8 +116,7 @@ class EpisodeVM:
         self.timings = Timings()
         self._shell: GuestShell | None = None
         self._admin_shell: GuestShell | None = None
-        self._display: VncDisplay | None = None
-        self._domain = None
+        self._display: Display | None = None
         self._domain_xml = ""
         self._undo: list[tuple[str, Callable[[], object]]] = []
         self.endpoints: Endpoints | None = None
@@ -206,7 +203,7 @@ class EpisodeVM:
         }))
 
         t = time.monotonic()
-        create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
+        self.host.create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
         if manifest.firmware is not None:
             # Each episode boots from its own variable store: what Windows writes to NVRAM stays here.
             source = self.warm.nvram if self.warm else self.image.path(manifest.firmware.vars)
@@ -216,7 +213,7 @@ class EpisodeVM:
         t = time.monotonic()
         self._undo.append(("destroy domain", lambda: self.host.destroy(self.name)))
         for attempt in range(1, START_ATTEMPTS + 1):
-            shell_port = free_port()
+            shell_port = self.host.free_port()
             spec = episode_domain_spec(
                 self.image, self.identity, self.workdir, self.options.accel, shell_port, owner,
                 self.host.uri, self.options.memory_mib, run_id=self.run_id, vnc_password=self.vnc_password,
@@ -224,9 +221,9 @@ class EpisodeVM:
             self._domain_xml = build_domain_xml(spec)
             try:
                 if self.warm is not None:
-                    self._domain = self.host.restore(self.warm.ram, self._domain_xml)
+                    self.host.restore(self.warm.ram, self._domain_xml)
                 else:
-                    self._domain = self.host.start(self._domain_xml)
+                    self.host.start(self._domain_xml)
                 break
             except InfraError as exc:
                 if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
@@ -234,15 +231,16 @@ class EpisodeVM:
                 log.warning("port %d was taken before QEMU bound it; retrying", shell_port)
         self.timings.mark("restore" if self.warm else "domain_start", t)
 
-        vnc_port = self.host.vnc_port(self._domain)
-        capture = self._libvirt_capture if self.options.capture == "libvirt" else None
-        self._display = VncDisplay("127.0.0.1", vnc_port, capture=capture, pointer_offset=manifest.pointer_offset,
-                                   password=self.vnc_password)
+        vnc_host, vnc_port = self.host.vnc_endpoint(self.name)
+        self._display = self.host.open_display(self.name, password=self.vnc_password,
+                                               pointer_offset=manifest.pointer_offset,
+                                               fast_capture=self.options.capture == "libvirt")
         self._undo.append(("close display", self._display.close))
         guest = manifest.guest
-        self.endpoints = Endpoints(self.name, f"127.0.0.1:{vnc_port}", self.vnc_password,
-                                   guest.endpoint(self.image, "127.0.0.1", shell_port))
-        shells = guest.open_shells(self.image, "127.0.0.1", shell_port)
+        forwarded = self.host.forward_address()
+        self.endpoints = Endpoints(self.name, f"{vnc_host}:{vnc_port}", self.vnc_password,
+                                   guest.endpoint(self.image, forwarded, shell_port))
+        shells = guest.open_shells(self.image, forwarded, shell_port)
         self._shell, self._admin_shell = shells.user, shells.admin
         self._undo.append(("close shell", self._shell.close))
         self._undo.append(("close admin shell", self._admin_shell.close))
@@ -269,7 +267,7 @@ class EpisodeVM:
         The guest's buffers are synced first and the shell closed, so the state holds no open
         session and the saved disk is what the saved RAM believes is on it. The domain is gone after.
         """
-        assert self._domain is not None and self._shell is not None
+        assert self._shell is not None
         result = self._shell.run(self.image.manifest.guest.sync_script(), timeout=60)
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
@@ -278,14 +276,10 @@ class EpisodeVM:
             self._admin_shell.close()
         if self._display is not None:
             self._display.close()
-        self.host.save(self._domain, ram)
-        self._domain = None
+        self.host.save(self.name, ram)
         shutil.move(self.workdir / "overlay.qcow2", disk)
         if nvram is not None and (self.workdir / NVRAM_FILE).exists():
             shutil.move(self.workdir / NVRAM_FILE, nvram)
-
-    def _libvirt_capture(self) -> bytes:
-        return png_from_any(*self.host.screenshot(self.name))
 
     def _wait_shell(self) -> None:
         assert self._shell is not None
@@ -364,7 +358,6 @@ class EpisodeVM:
         self._shell = None
         self._admin_shell = None
         self._display = None
-        self._domain = None
         if interrupted:
             log.info("episode %s torn down after an interruption", self.name)
         return failed

@@ -16,7 +16,7 @@ from pathlib import Path
 from runner.catalog import Catalog
 from runner.config import Settings
 from runner.episode import OWNER_FILE
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.host import Host
 from runner.owner import Owner
 from runner.warm_state import list_slots, warm_root
 
@@ -28,7 +28,7 @@ class GcReport:
     failed: list[str] = field(default_factory=list)
 
 
-def collect_garbage(host: LibvirtHost, settings: Settings, *, everything: bool = False) -> GcReport:
+def collect_garbage(host: Host, settings: Settings, *, everything: bool = False) -> GcReport:
     report = GcReport()
     for dom in host.cu_domains():
         if dom.tag is None:

@@ -29,7 +29,7 @@ from runner.config import Settings, private_dir
 from runner.episode import EpisodeOptions, EpisodeVM, HostFault
 from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.host import Host
 from runner.mcp_server import DEFAULT_TOOLSETS
 from runner.quarantine import quarantine, user_processes
 from runner.results import EpisodeRecord, Outcome, ResultLog
@@ -112,7 +112,7 @@ class EpisodeFault(Exception):
 
 
 class Harness:
-    def __init__(self, host: LibvirtHost, settings: Settings, pool: PoolConfig, agent: Agent, out_dir: Path,
+    def __init__(self, host: Host, settings: Settings, pool: PoolConfig, agent: Agent, out_dir: Path,
                  on_record: Callable[[EpisodeRecord], None] = lambda _r: None) -> None:
         self.host = host
         self.settings = settings

@@ -9,7 +9,7 @@ from typing import Literal
 from runner.catalog import Image
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.host import Host
 from runner.warm_state import START_MODES, WarmSlot, current_deps, load_slot, stale_reasons
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class StartPlan:
     notice: str | None = None  # why auto chose cold
 
 
-def plan_start(requested: str, host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str,
+def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_uri: str,
                vm_pool: int) -> StartPlan:
     """warm: every slot needs a valid state, else UsageError naming what is wrong.
     auto: warm when that holds, else cold with a one-line notice. cold: cold."""

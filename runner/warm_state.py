@@ -37,7 +37,7 @@ from runner.catalog import Frozen, Image, sha256_file
 from runner.episode_domain import episode_domain_spec
 from runner.errors import InfraError, UsageError
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.host import Host
 from runner.owner import Owner
 
 WARM_DIR = "warm"
@@ -178,7 +178,7 @@ def _short(value: object) -> str:
     return text[:12] + "..." if len(text) > 16 else text
 
 
-def current_deps(host: LibvirtHost, image: Image, accel: Accel, libvirt_uri: str) -> WarmDeps:
+def current_deps(host: Host, image: Image, accel: Accel, libvirt_uri: str) -> WarmDeps:
     boot, firmware = image.manifest.boot, image.manifest.firmware
     versions = host.versions()
     return WarmDeps(

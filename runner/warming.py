@@ -18,7 +18,7 @@ from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, ch
 from runner.errors import UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.host import Host
 from runner.owner import me
 from runner.scratch import scratch_then_rename
 from runner.warm_state import (
@@ -41,7 +41,7 @@ from runner.warm_state import (
 Progress = Callable[[str], None]
 
 
-def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
+def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
                progress: Progress = print) -> list[WarmSlot]:
     """Makes a valid warm state for slots 0..SLOTS-1, keeping the ones that already are."""
     if slots < 1:
@@ -62,7 +62,7 @@ def warm_image(host: LibvirtHost, settings, image: Image, slots: int, accel: Acc
     return done
 
 
-def _warm_slot(host: LibvirtHost, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,
+def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,
                progress: Progress) -> WarmSlot:
     final = slot_folder(image, slot)
     lock = slot_lock(image, slot)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -19,6 +20,9 @@ import libvirt
 
 from runner.errors import InfraError
 from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
+from runner.display.base import Display
+from runner.display.vnc import VncDisplay, png_from_any
+from runner.hypervisor.overlay import create_overlay
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,6 +106,35 @@ class LibvirtHost:
 
     # -- domains
 
+    # -- disks (the overlays are files beside the domain on this machine)
+
+    def create_overlay(self, backing: Path, overlay: Path) -> Path:
+        return create_overlay(backing, overlay)
+
+    def remove_overlay(self, overlay: Path) -> None:
+        overlay.unlink(missing_ok=True)
+
+    # -- reaching a VM: QEMU's VNC and its forwarded ports listen on this machine's loopback
+
+    def forward_address(self) -> str:
+        return "127.0.0.1"
+
+    def free_port(self) -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def open_display(self, name: str, *, password: str, pointer_offset: int = 0, fast_capture: bool = True) -> Display:
+        address, port = self.vnc_endpoint(name)
+        capture = (lambda: png_from_any(*self.screenshot(name))) if fast_capture else None
+        return VncDisplay(address, port, capture=capture, pointer_offset=pointer_offset, password=password)
+
+    def vnc_endpoint(self, name: str) -> tuple[str, int]:
+        dom = self.lookup(name)
+        if dom is None:
+            raise InfraError(f"domain {name} is not there to have a VNC port")
+        return "127.0.0.1", self.vnc_port(dom)
+
     def start(self, domain_xml: str) -> libvirt.virDomain:
         """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
         try:
@@ -123,12 +156,15 @@ class LibvirtHost:
             raise InfraError(f"libvirt restored {ram} but domain {name} is not there")
         return dom
 
-    def save(self, dom: libvirt.virDomain, ram: Path) -> None:
-        """Saves DOMAIN's RAM and device state to RAM; the domain stops (and, if transient, is gone)."""
+    def save(self, name: str, ram: Path) -> None:
+        """Saves NAME's RAM and device state to RAM; the domain stops (and, if transient, is gone)."""
+        dom = self.lookup(name)
+        if dom is None:
+            raise InfraError(f"libvirt could not save {name}: no such domain")
         try:
             dom.saveFlags(str(ram), None, libvirt.VIR_DOMAIN_SAVE_RUNNING)
         except libvirt.libvirtError as exc:
-            raise InfraError(f"libvirt could not save {dom.name()} to {ram}: {exc.get_error_message()}") from exc
+            raise InfraError(f"libvirt could not save {name} to {ram}: {exc.get_error_message()}") from exc
 
     def lookup(self, name: str) -> libvirt.virDomain | None:
         try:

@@ -1,0 +1,74 @@
+"""The Host seam: what an episode needs from the machine its VMs run on.
+
+One implementation today: LibvirtHost, the local libvirt (runner/hypervisor/libvirt_host.py).
+The contract is written here once. Names are domain names; every error is an InfraError
+with the fix, except where a method says otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from runner.display.base import Display
+from runner.hypervisor.libvirt_host import DomainInfo
+
+
+class Host(Protocol):
+    uri: str
+
+    def versions(self) -> dict[str, str]:
+        """{"libvirt": ..., "hypervisor": ...}: for provenance and a warm state's validity."""
+
+    # -- disks
+
+    def create_overlay(self, backing: Path, overlay: Path) -> Path:
+        """A qcow2 at OVERLAY whose reads fall through to BACKING (opened read-only) and whose writes stay in it."""
+
+    def remove_overlay(self, overlay: Path) -> None:
+        """Removes OVERLAY; idempotent."""
+
+    # -- domains
+
+    def start(self, domain_xml: str) -> None:
+        """Creates and boots a transient domain: it vanishes when destroyed."""
+
+    def restore(self, ram: Path, domain_xml: str) -> None:
+        """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved; disk,
+        ports, file paths and the VNC password may differ), running."""
+
+    def save(self, name: str, ram: Path) -> None:
+        """Saves NAME's RAM and device state to RAM (a warm slot); the domain is gone after."""
+
+    def destroy(self, name: str) -> bool:
+        """Stops and forgets NAME; True if there was something to remove. Idempotent."""
+
+    def is_running(self, name: str) -> bool:
+        """Whether NAME exists and runs."""
+
+    def qemu_stopped(self, name: str) -> bool:
+        """Whether NAME's emulator is stopped (a hung guest the host can see)."""
+
+    def cu_domains(self) -> list[DomainInfo]:
+        """Every domain of cu-run's on this host, with its episode tag: what gc judges."""
+
+    # -- reaching a VM
+
+    def vnc_endpoint(self, name: str) -> tuple[str, int]:
+        """Where NAME's VNC server listens, as (address, port)."""
+
+    def forward_address(self) -> str:
+        """The address the guest's forwarded ports (SSH, WinRM) are bound to."""
+
+    def free_port(self) -> int:
+        """A port on forward_address() that nothing listens on now."""
+
+    def open_display(self, name: str, *, password: str, pointer_offset: int = 0, fast_capture: bool = True) -> Display:
+        """NAME's screen, mouse and keyboard (VNC with PASSWORD). FAST_CAPTURE: screenshots through
+        the host's own capture path instead of a VNC frame."""
+
+    def screenshot(self, name: str) -> tuple[str, bytes]:
+        """NAME's screen: (mime type, image bytes), faster than a VNC frame."""
+
+    def close(self) -> None:
+        """Releases the connection. Idempotent."""

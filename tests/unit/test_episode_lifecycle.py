@@ -1,0 +1,176 @@
+"""EpisodeVM and the harness without a real VM: libvirt's own test:///default driver stands in for
+QEMU, FakeDisplay for the screen, and LocalShell (sh on this host) for both guest shells, through
+a guest profile registered for the test. The real path is the e2e tests'."""
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from fakes.display import FakeDisplay, LocalShell
+from runner.agents import NopAgent, OracleAgent
+from runner.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
+from runner.config import Settings
+from runner.episode import EpisodeOptions, EpisodeVM
+from runner.errors import GuestUnreachable
+from runner.harness import Harness, PoolConfig
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.profiles import PROFILES, DesktopUser, Shells, register
+from runner.profiles.linux import LinuxProfile
+from runner.results import ResultLog
+from runner.tasks import load_suite
+
+DESKTOP = "#1f6f8b"  # FakeDisplay's background: the desktop is "up" at once
+
+
+class HostShellProfile(LinuxProfile):
+    """A guest that is this host: both shells are LocalShell, the user's home a temporary folder.
+    What would touch this host's own users (freezing a slice, chown) is left out."""
+
+    name = "hostshell"
+
+    def __init__(self, root: Path, shell_factory=LocalShell) -> None:
+        self.root = root
+        self.admin_task_dir = str(root / "admin-task")
+        self.agent_task_dir = str(root / "agent-task")
+        self.shell_factory = shell_factory
+
+    def home(self, user: str) -> str:
+        return str(self.root / "home")
+
+    def agent_prelude(self, folder: str) -> str:
+        # LocalShell is this host's root; as the "desktop user" it gets the fake user's home.
+        return f"HOME={self.home('alice')}; export HOME\n" + super().agent_prelude(folder)
+
+    def open_shells(self, image, host, port) -> Shells:
+        return Shells(user=self.shell_factory(), admin=self.shell_factory())
+
+    def hand_home_script(self, user: DesktopUser) -> str:
+        return "true\n"
+
+    def quarantine_script(self, user: DesktopUser, keep) -> str:
+        return "echo froze 0 processes of the desktop user\n"
+
+
+class TestDriverHost(LibvirtHost):
+    """libvirt's test driver for the domains; a FakeDisplay for the screen it cannot have."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__("test:///default")
+        self.displays: list[FakeDisplay] = []
+
+    def vnc_endpoint(self, name):
+        return "127.0.0.1", 5999
+
+    def open_display(self, name, *, password, pointer_offset=0, fast_capture=True):
+        self.displays.append(FakeDisplay(1280, 800))
+        return self.displays[-1]
+
+
+@pytest.fixture
+def guest(tmp_path):
+    profile = register(HostShellProfile(tmp_path / "guest"))
+    (tmp_path / "guest" / "home").mkdir(parents=True)
+    yield profile
+    del PROFILES[profile.name]
+
+
+@pytest.fixture
+def host():
+    h = TestDriverHost()
+    yield h
+    for d in h.cu_domains():
+        h.destroy(d.name)
+    h.close()
+
+
+def image_of(tmp_path: Path, profile: str) -> Image:
+    folder = tmp_path / "images" / "fake"
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(folder / "disk.qcow2"), "64M"], check=True)
+    manifest = ImageManifest(
+        name="fake", profile=profile, disk="disk.qcow2", disk_sha256="0" * 64, disk_bytes=1,
+        screen=ScreenSize(width=1280, height=800), desktop_color=DESKTOP,
+        credentials=Credentials(user="alice", password="x"),
+        ssh=SshAccess(user="alice", private_key="keys/client", host_key="ssh-ed25519 AAAA", admin_private_key="keys/a"),
+        built_at=datetime.now(UTC), build_seconds=0, builder="test")
+    return Image(folder, manifest)
+
+
+def test_an_episode_vm_comes_up_and_leaves_nothing(host, guest, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    vm = EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0)
+    with vm:
+        assert host.is_running(vm.name)
+        assert (vm.workdir / "overlay.qcow2").is_file() and vm.workdir.stat().st_mode & 0o777 == 0o700
+        assert vm.shell.run("echo hi").stdout == "hi\n" and vm.admin_shell.run("echo hi").ok
+        assert vm.endpoints.as_json()["vnc_password"] == vm.vnc_password
+        assert f'passwd="{vm.vnc_password}"' in vm.domain_xml
+    assert host.lookup(vm.name) is None and not vm.workdir.exists()
+    assert vm.teardown() == []  # idempotent
+
+
+class UnreachableShell(LocalShell):
+    def wait_ready(self, timeout):
+        raise GuestUnreachable("SSH to the guest did not answer")
+
+
+def test_a_failed_start_keeps_its_artifacts_tears_down_and_raises_the_original_error(host, tmp_path):
+    guest = register(HostShellProfile(tmp_path / "guest", shell_factory=UnreachableShell))
+    try:
+        settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+        vm = EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0,
+                       options=EpisodeOptions(shell_timeout=1), artifacts=tmp_path / "artifacts")
+        with pytest.raises(GuestUnreachable, match="did not answer"):
+            vm.start()
+        assert host.lookup(vm.name) is None and not vm.workdir.exists()
+        kept = (tmp_path / "artifacts" / "domain.xml").read_text()
+        assert "<domain" in kept and vm.vnc_password not in kept  # the password is blanked
+    finally:
+        del PROFILES[guest.name]
+
+
+def suite(tmp_path: Path, profile: str) -> Path:
+    """Tasks whose verifiers say each thing a verifier can say."""
+    root = tmp_path / "suite"
+    cases = {
+        "passes": ("echo done > \"$HOME/goal\"", 'test -f "$USER_HOME/goal" && echo PASS || echo FAIL no goal'),
+        "fails": ("true", 'test -f "$USER_HOME/goal" && echo PASS || echo FAIL no goal'),
+        "garbled": ("true", "echo 'Traceback (most recent call last):'"),
+        "oracle-breaks": ("exit 7", "echo PASS"),
+    }
+    for task_id, (oracle, verify) in cases.items():
+        folder = root / task_id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "task.yaml").write_text(f"id: {task_id}\ninstruction: x\nprofile: {profile}\n"
+                                          "write_set: {enabled: false}\n")
+        (folder / "setup.sh").write_text('rm -f "$USER_HOME/goal"\n')
+        (folder / "oracle.sh").write_text(oracle + "\n")
+        (folder / "verify.sh").write_text(verify + "\n")
+    return root
+
+
+def run_pool(host, guest, tmp_path, agent) -> dict:
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    tasks = load_suite(str(suite(tmp_path, guest.name))).tasks
+    pool = PoolConfig(image=image_of(tmp_path, guest.name), accel="tcg", vm_pool=2, run_id="unitrun")
+    out = tmp_path / f"out-{agent.name}"
+    Harness(host, settings, pool, agent, out).run([(t, 1) for t in tasks])
+    return {r.task_id: r for r in ResultLog(out).latest()}
+
+
+def test_the_harness_maps_each_ending_to_its_outcome_and_leaves_nothing(host, guest, tmp_path):
+    oracle = run_pool(host, guest, tmp_path, OracleAgent())
+    assert {t: r.outcome for t, r in oracle.items()} == {
+        "passes": "pass", "fails": "fail", "garbled": "verifier_error", "oracle-breaks": "agent_error"}
+    episode = tmp_path / "out-oracle" / "passes" / "1"
+    assert json.loads((episode / "episode.json").read_text())["verifier"]["verdict"] == "pass"
+    assert (episode / "quarantine.log").read_text().startswith("froze")
+    assert {"setup", "agent", "verify", "teardown"} <= set(oracle["passes"].phases)
+    nop = run_pool(host, guest, tmp_path, NopAgent())
+    assert nop["passes"].outcome == "fail"
+    assert host.cu_domains() == [] and not any((tmp_path / "cache" / "episodes").iterdir())
