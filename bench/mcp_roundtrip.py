@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize, timed  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.mcp_server import build_server  # noqa: E402
+from runner.mcp.server import build_server  # noqa: E402
 from runner.session import open_vm  # noqa: E402
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize  # noqa: E402
 
-from runner.catalog import Catalog  # noqa: E402
+from runner.images.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
-from runner.imagebuild import LINUX_TEST, build_image  # noqa: E402
+from runner.images.linux_test import LINUX_TEST, build_image  # noqa: E402
 from runner.session import resolve_accel  # noqa: E402
-from runner.warming import warm_image  # noqa: E402
+from runner.images.warming import warm_image  # noqa: E402
 
 
 def qemu_rss_mib(domain: str) -> float:

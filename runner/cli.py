@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner import __version__
-from runner.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.config import Settings
 from runner.console import make_console
 from runner.errors import CuRunError, InfraError, UsageError
@@ -96,7 +96,7 @@ def image_build(
         _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
                        virtio_sha256, python_sha256, licence_days, accel, settings)
         return
-    from runner.imagebuild import build_image
+    from runner.images.linux_test import build_image
 
     with err.status(f"building {name}") as status:
         image, built = build_image(catalog, name, force=force,
@@ -108,7 +108,7 @@ def image_build(
 
 def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256, virtio_sha256,
                    python_sha256, licence_days, accel, settings) -> None:
-    from runner.windows_image import DEFAULT_SEED, WindowsInputs, build_windows_image
+    from runner.images.windows_11 import DEFAULT_SEED, WindowsInputs, build_windows_image
 
     missing = [flag for flag, value in (("--iso", iso), ("--virtio-iso", virtio_iso),
                                         ("--python-installer", python_installer)) if value is None]
@@ -143,7 +143,7 @@ def image_list(
     cache_dir: CacheDir = None,
 ) -> None:
     """Show the image catalog and each image's warm states."""
-    from runner.warm_state import list_slots
+    from runner.images.warm_state import list_slots
 
     settings = Settings.resolve(cache_dir)
     images = Catalog(settings.images_dir).images()
@@ -183,8 +183,8 @@ def image_warm(
     """
     from runner.hypervisor.libvirt_host import LibvirtHost
     from runner.session import resolve_accel
-    from runner.warm_state import remove_warm
-    from runner.warming import warm_image
+    from runner.images.warm_state import remove_warm
+    from runner.images.warming import warm_image
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     image = Catalog(settings.images_dir).get(name)
@@ -297,10 +297,10 @@ def mcp(
     stdio: the VM lives as long as the client stays connected. http: prints one JSON line
     with the URL and bearer token, and serves until Ctrl-C or SIGTERM. Then the VM is removed.
     """
-    from runner.agent_session import episode_server
-    from runner.mcp_server import resolve_toolsets
+    from runner.mcp.session import episode_server
+    from runner.mcp.server import resolve_toolsets
     from runner.session import open_vm
-    from runner.trajectory import Trajectory
+    from runner.mcp.trajectory import Trajectory
 
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
@@ -315,7 +315,7 @@ def mcp(
             server.run("stdio")
             return
         from runner.episode import free_port
-        from runner.mcp_http import HttpMcpServer
+        from runner.mcp.http import HttpMcpServer
 
         with HttpMcpServer(server, free_port()) as http:
             print(json.dumps({"url": http.url, "token": http.token, "domain": vm.name}), flush=True)
@@ -398,9 +398,9 @@ def run(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
-    from runner.run import run_suite
+    from runner.runs.run import run_suite
 
-    from runner.run import RunRequest
+    from runner.runs.run import RunRequest
 
     request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
@@ -425,7 +425,7 @@ def validate(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
-    from runner.run import RunRequest, validate_suite
+    from runner.runs.run import RunRequest, validate_suite
 
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
                          trials=trials, out=out, image=image, accel=accel, start=start)
@@ -436,7 +436,7 @@ def validate(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]) -> None:
     """Regenerate DIR/report.html and DIR/junit.xml from the run's results and episode folders."""
-    from runner.report import write_reports
+    from runner.runs.report import write_reports
 
     html_path, junit_path = write_reports(run_dir)
     if not (run_dir / "results.jsonl").is_file():
@@ -452,7 +452,7 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
 ) -> None:
     """Per task and overall: the change in success from A to B, and whether it is beyond noise."""
-    from runner.compare import compare_runs
+    from runner.scoring.compare import compare_runs
 
     result = compare_runs(run_a, run_b)
     if as_json:
@@ -478,7 +478,7 @@ def compare(
 @tasks_app.command("list")
 def tasks_list(suite: SuiteOpt = "linux-core") -> None:
     """The tasks of a suite."""
-    from runner.tasks import load_suite
+    from runner.tasks.model import load_suite
 
     loaded = load_suite(suite)
     table = Table("id", "profile", "timeout", "difficulty", "tags", title=f"{loaded.name} ({loaded.folder})")
@@ -490,7 +490,7 @@ def tasks_list(suite: SuiteOpt = "linux-core") -> None:
 @tasks_app.command("show")
 def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: SuiteOpt = "linux-core") -> None:
     """One task: its instruction, fields and scripts."""
-    from runner.tasks import load_suite
+    from runner.tasks.model import load_suite
 
     (task,) = load_suite(suite).select([task_id])
     con.print(f"[bold]{escape(task.id)}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n"
@@ -503,7 +503,7 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: S
 @tasks_app.command("lint")
 def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
     """Check every task: schema, scripts present, every .sh passes sh -n, every .ps1 parses."""
-    from runner.lint import lint_suite
+    from runner.tasks.lint import lint_suite
 
     checked, problems = lint_suite(suite)
     for p in problems:

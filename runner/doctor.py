@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runner.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.config import Settings
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.imagebuild import LINUX_TEST, REQUIRED_TOOLS
+from runner.images.linux_test import LINUX_TEST, REQUIRED_TOOLS
 
 Status = Literal["ok", "warn", "fail"]
 MIN_FREE_GIB = 2.0
@@ -39,7 +39,7 @@ def run_checks(settings: Settings) -> list[Check]:
 
 def _licences(settings: Settings) -> list[Check]:
     """Windows evaluation images stop working when their licence ends: say so 14 days ahead."""
-    from runner.windows_image import licence_warning
+    from runner.images.windows_11 import licence_warning
 
     try:
         images = Catalog(settings.images_dir).images()

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.catalog import Image
+from runner.images.catalog import Image
 from runner.config import Settings
 from runner.display.base import Display
 from runner.errors import GuestUnreachable, InfraError, UsageError
@@ -34,7 +34,7 @@ from runner.owner import me
 from runner.screen import color_fraction, is_blank
 from runner.episode_domain import NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, ShellEndpoint
-from runner.warm_state import WarmSlot, slot_lock, warm_identity
+from runner.images.warm_state import WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.conditions import DisplayObserver, WaitFor, wait_for
+from runner.agents.conditions import DisplayObserver, WaitFor, wait_for
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout
 from runner.guest.agent import GuestAgent

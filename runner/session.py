@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
-from runner.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.episode_domain import episode_domain_spec
@@ -19,7 +19,7 @@ from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import me
-from runner.start_plan import plan_start
+from runner.images.start_plan import plan_start
 
 Status = Callable[[str], AbstractContextManager]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from runner.catalog import Image
+    from runner.images.catalog import Image
     from runner.guest.base import GuestShell
-    from runner.writeset import Listing
+    from runner.scoring.writeset import Listing
 
 Phase = Literal["setup", "verify"]
 
@@ -148,7 +148,7 @@ class GuestProfile(ABC):
 
     @abstractmethod
     def list_script(self, roots: tuple[str, ...]) -> str:
-        """Lists everything under ROOTS, bounded (runner.writeset's limits), for parse_listing."""
+        """Lists everything under ROOTS, bounded (runner.scoring.writeset's limits), for parse_listing."""
 
     @abstractmethod
     def parse_listing(self, output: str) -> Listing:

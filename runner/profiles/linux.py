@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from runner.errors import InfraError
 from runner.guest.ssh import SshShell
 from runner.profiles.base import DesktopProbe, DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing
+from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing
 
 if TYPE_CHECKING:
-    from runner.catalog import Image
+    from runner.images.catalog import Image
 
 _HOME = re.compile(r"\$HOME\b|\$\{HOME[}:]|(?<![\w/$])~/")
 # The admin channel's whole environment (env -i): no PATH entry a user can write to.

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest
+from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest
 
 if TYPE_CHECKING:
-    from runner.catalog import Image
+    from runner.images.catalog import Image
 
 
 def _ps(text: str) -> str:

@@ -6,9 +6,9 @@ and its two warm slots made then, once per session, in the tests' own cache.
 
 import pytest
 
-from runner.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.imagebuild import LINUX_TEST, build_image
+from runner.images.linux_test import LINUX_TEST, build_image
 from runner.session import resolve_accel
 
 
@@ -36,7 +36,7 @@ def host(settings):
 def warm_slots(host, settings, built_image, accel):
     """Two warm slots of linux-test, made by the project's own code when missing or stale, so
     the e2e tests start their VMs warm (the default); the tests that need a cold boot ask for it."""
-    from runner.warming import warm_image
+    from runner.images.warming import warm_image
 
     return warm_image(host, settings, built_image, 2, accel, progress=lambda _line: None)
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from vmtools import guest_file, wait_focused, wait_for
 
-from runner.catalog import sha256_file
+from runner.images.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
 from runner.profiles import get_profile
@@ -175,8 +175,8 @@ def test_the_admin_channel_is_root_with_a_clean_environment_out_of_the_desktop_u
 def test_as_user_in_a_verifier_runs_as_the_desktop_user_and_leaves_nothing_running(episode, tmp_path):
     """A verifier may run the desktop user's own login shell (as_user); what that shell starts
     (the user's files are the agent's) is killed with its cgroup when the call returns."""
-    from runner.task_scripts import run_privileged
-    from runner.tasks import load_task
+    from runner.tasks.scripts import run_privileged
+    from runner.tasks.model import load_task
 
     folder = tmp_path / "probe"
     folder.mkdir()
@@ -192,7 +192,7 @@ def test_as_user_in_a_verifier_runs_as_the_desktop_user_and_leaves_nothing_runni
 
 def test_the_agents_processes_are_frozen_before_verification(episode):
     """quarantine() freezes everything of the desktop user's, however it was started."""
-    from runner.quarantine import quarantine
+    from runner.scoring.quarantine import quarantine
 
     # The tick is renamed into place: frozen mid-write, the file still holds a whole tick.
     episode.shell.run("setsid sh -c 'while true; do date +%s%N > /tmp/t.new; mv /tmp/t.new /tmp/ticker; sleep 0.1; "
@@ -220,8 +220,8 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
     from mcp import Client
     from PIL import Image
 
-    from runner.mcp_server import build_server
-    from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+    from runner.mcp.server import build_server
+    from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
 
     trajectory = Trajectory(tmp_path)
     server = build_server(RecordingDisplay(episode.display, trajectory), RecordingShell(episode.shell, trajectory),
@@ -264,8 +264,8 @@ def test_accessibility_tools_see_what_the_screen_shows(episode, tmp_path):
     import anyio
     from mcp import Client
 
-    from runner.agent_session import episode_server
-    from runner.trajectory import Trajectory
+    from runner.mcp.session import episode_server
+    from runner.mcp.trajectory import Trajectory
 
     server = episode_server(episode, Trajectory(tmp_path), toolsets=("mouse", "accessibility"), file_root=None)
     episode.shell.run("DISPLAY=:0 setsid mousepad </dev/null >/dev/null 2>&1 &", timeout=10)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from vmtools import cu_run, leftovers
 
-from runner.tasks import SUITES_DIR
+from runner.tasks.model import SUITES_DIR
 
 
 def episodes(run_dir: Path) -> list[dict]:

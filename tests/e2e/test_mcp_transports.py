@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from PIL import Image
 from vmtools import leftovers
 
-from runner.mcp_server import TOOLSETS
+from runner.mcp.server import TOOLSETS
 
 ALL_SETS = ("screen", "mouse", "keyboard", "files", "accessibility")
 SERVE = ["-m", "runner", "mcp", "--tools", ",".join(ALL_SETS), "--file-root", "/home/cu"]

@@ -5,7 +5,7 @@ import shutil
 
 from vmtools import cu_run
 
-from runner.tasks import SUITES_DIR
+from runner.tasks.model import SUITES_DIR
 
 
 def records(out):

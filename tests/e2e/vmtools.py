@@ -29,8 +29,8 @@ def wait_for(predicate, timeout: float, what: str):
 
 def wait_focused(vm, pattern: str, timeout: float = 60.0) -> None:
     """Until the focused window's title or app matches PATTERN: keys sent sooner go elsewhere."""
-    from runner.conditions import DisplayObserver, WaitFor
-    from runner.conditions import wait_for as wait_condition
+    from runner.agents.conditions import DisplayObserver, WaitFor
+    from runner.agents.conditions import wait_for as wait_condition
     from runner.guest.agent import GuestAgent
 
     observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent))

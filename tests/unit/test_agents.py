@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.agent_session import McpSession
-from runner.agents import CommandAgent, make_agent
+from runner.mcp.session import McpSession
+from runner.agents.command import CommandAgent
+from runner.agents.registry import make_agent
 from runner.errors import UsageError
-from runner.tasks import load_suite
-from runner.trajectory import Trajectory
+from runner.tasks.model import load_suite
+from runner.mcp.trajectory import Trajectory
 
 RECORDER = """#!/bin/sh
 # A stand-in agent: records how it was called, then exits as told.

@@ -3,7 +3,7 @@
 import paramiko
 import pytest
 
-from runner.blame import blame
+from runner.scoring.blame import blame
 from runner.errors import CommandTimeout, GuestUnreachable, InfraError
 
 CHANNEL = GuestUnreachable("SSH to root@127.0.0.1:4022 dropped while a command ran")

@@ -34,7 +34,7 @@ def test_error_messages_print_literally(tmp_path):
 
 
 def test_the_agent_choices_are_the_agents_there_are():
-    from runner.agents import AGENTS
+    from runner.agents.registry import AGENTS
     from runner.cli import AgentChoice
 
     assert [a.value for a in AgentChoice] == list(AGENTS)

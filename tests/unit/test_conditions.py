@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from runner.conditions import ConditionTimeout, Region, WaitFor, wait_for
+from runner.agents.conditions import ConditionTimeout, Region, WaitFor, wait_for
 from runner.guest.agent import GuestAgentError, WindowInfo
 
 

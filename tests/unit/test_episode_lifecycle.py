@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from fakes.display import FakeDisplay, LocalShell
-from runner.agents import NopAgent, OracleAgent
-from runner.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
+from runner.agents.builtin import NopAgent, OracleAgent
+from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
 from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.errors import GuestUnreachable
-from runner.harness import Harness, PoolConfig
+from runner.runs.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.profiles import PROFILES, DesktopUser, Shells, register
 from runner.profiles.linux import LinuxProfile
-from runner.results import ResultLog
-from runner.tasks import load_suite
+from runner.runs.results import ResultLog
+from runner.tasks.model import load_suite
 
 DESKTOP = "#1f6f8b"  # FakeDisplay's background: the desktop is "up" at once
 

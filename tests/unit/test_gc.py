@@ -84,7 +84,7 @@ def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
 def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, tmp_path):
     from test_warm_states import FakeHost, make_image, write_slot
 
-    from runner.warm_state import current_deps
+    from runner.images.warm_state import current_deps
 
     settings = Settings.resolve(cache_dir=tmp_path)
     image = make_image(settings.images_dir)

@@ -12,7 +12,7 @@ from fakes.display import FakeDisplay, LocalShell
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
 from runner.guest.agent import GuestAgent, GuestAgentError
-from runner.mcp_server import build_server
+from runner.mcp.server import build_server
 from test_mcp_server import call, tool_names
 
 AGENT_PATH = PROJECT_ROOT / "guest_agent" / "linux" / "cu_guest_agent.py"

@@ -5,13 +5,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from fakes.display import LocalShell
-from runner.agents import NopAgent
-from runner.blame import Stage
+from runner.agents.builtin import NopAgent
+from runner.scoring.blame import Stage
 from runner.errors import GuestUnreachable
-from runner.harness import EpisodeFault, Harness, PoolConfig
-from runner.results import EpisodeRecord, ResultLog, missing
-from runner.run import run_exit_code
-from runner.tasks import load_suite
+from runner.runs.harness import EpisodeFault, Harness, PoolConfig
+from runner.runs.results import EpisodeRecord, ResultLog, missing
+from runner.runs.run import run_exit_code
+from runner.tasks.model import load_suite
 
 
 def tasks():
@@ -110,8 +110,8 @@ def test_a_planned_episode_without_a_record_is_named_and_the_run_exits_3(tmp_pat
 
 def test_a_safety_check_that_cannot_decide_is_a_check_error_not_a_violation(tmp_path):
     """Safety checks run through the admin channel (here LocalShell, as root on this host)."""
-    from runner.catalog import DesktopUser
-    from runner.tasks import load_task
+    from runner.images.catalog import DesktopUser
+    from runner.tasks.model import load_task
 
     folder = tmp_path / "task" / "t"
     (folder / "safety").mkdir(parents=True)

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from runner.errors import UsageError
-from runner.lint import lint_suite
-from runner.script_syntax import powershell_errors
-from runner.tasks import SUITES_DIR
+from runner.tasks.lint import lint_suite
+from runner.tasks.syntax import powershell_errors
+from runner.tasks.model import SUITES_DIR
 
 
 @pytest.mark.parametrize("suite", ["linux-core", "windows-core"])
@@ -63,8 +63,8 @@ def test_broken_powershell_is_reported_with_a_position(source):
 def test_lint_and_run_refuse_the_same_things(tmp_path):
     """A bad suite safety.yaml regex, a script sh -n rejects, and $HOME in a verifier (which runs as
     the admin): lint lists them, and run's own check (before any VM) refuses them."""
-    from runner.run import check_scripts
-    from runner.tasks import load_task
+    from runner.runs.run import check_scripts
+    from runner.tasks.model import load_task
 
     suite = tmp_path / "s"
     shutil.copytree(SUITES_DIR / "linux-core" / "folder-tree", suite / "folder-tree")

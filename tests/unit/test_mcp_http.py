@@ -7,8 +7,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fakes.display import FakeDisplay
 from runner.episode import free_port
-from runner.mcp_http import HttpMcpServer
-from runner.mcp_server import build_server
+from runner.mcp.http import HttpMcpServer
+from runner.mcp.server import build_server
 
 
 def test_requests_without_the_token_are_refused_and_with_it_served():

@@ -11,8 +11,8 @@ from PIL import Image
 from fakes.display import FakeDisplay, LocalShell
 from runner.profiles import get_profile
 from runner.errors import UsageError
-from runner.mcp_server import DEFAULT_TOOLSETS, TOOLSETS, build_server, resolve_toolsets
-from runner.trajectory import RecordingDisplay, Trajectory
+from runner.mcp.server import DEFAULT_TOOLSETS, TOOLSETS, build_server, resolve_toolsets
+from runner.mcp.trajectory import RecordingDisplay, Trajectory
 
 
 def call(server, *calls):

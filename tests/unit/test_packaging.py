@@ -28,8 +28,8 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
         assert linted.returncode == 0, linted.stdout + linted.stderr
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "from runner.config import DATA_ROOT, recipe_dir; from runner.imagebuild import GUEST_AGENT_DIR, recipe_hash;"
-         "from runner.windows_image import TEMPLATE_DIR;"
+         "from runner.config import DATA_ROOT, recipe_dir; from runner.images.linux_test import GUEST_AGENT_DIR, recipe_hash;"
+         "from runner.images.windows_11 import TEMPLATE_DIR;"
          "print(DATA_ROOT); print(recipe_hash(recipe_dir('linux-test')));"
          "print((recipe_dir('linux-test') / 'rootfs/home/cu/.xinitrc').is_file(), (GUEST_AGENT_DIR / 'cu_guest_agent.py').is_file(),"
          "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file())"],
@@ -38,6 +38,6 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
     assert Path(data_root).is_relative_to(venv) and found == "True True True True", where.stdout + where.stderr
     # The installed recipe is the checkout's, file for file: an image built from either is the same.
     from runner.config import recipe_dir
-    from runner.imagebuild import recipe_hash
+    from runner.images.linux_test import recipe_hash
 
     assert digest == recipe_hash(recipe_dir("linux-test"))

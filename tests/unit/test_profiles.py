@@ -11,15 +11,15 @@ import pytest
 from mcp import Client
 
 from fakes.display import FakeDisplay, LocalShell
-from runner.catalog import ImageManifest
+from runner.images.catalog import ImageManifest
 from runner.config import PROJECT_ROOT
 from runner.guest.base import ExecResult, GuestShell
-from runner.mcp_server import build_server
+from runner.mcp.server import build_server
 from runner.profiles import PROFILES, DesktopUser, get_profile, register
 from runner.profiles.linux import LinuxProfile
-from runner.task_scripts import run_privileged
-from runner.tasks import load_suite
-from runner.writeset import take_listing
+from runner.tasks.scripts import run_privileged
+from runner.tasks.model import load_suite
+from runner.scoring.writeset import take_listing
 
 NAMES = {"linux", "windows"}
 

@@ -10,8 +10,8 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.profiles import DesktopUser, get_profile
-from runner.quarantine import quarantine
-from runner.script_syntax import powershell_errors
+from runner.scoring.quarantine import quarantine
+from runner.tasks.syntax import powershell_errors
 
 USER = DesktopUser("nobody", "/nonexistent")
 LINUX, WINDOWS = get_profile("linux"), get_profile("windows")

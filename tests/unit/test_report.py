@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 from PIL import Image
 from runfolders import write_results
 
-from runner.report import write_reports
-from runner.results import EpisodeRecord
+from runner.runs.report import write_reports
+from runner.runs.results import EpisodeRecord
 
 INITIAL = (255, 0, 255)   # magenta: only the planted screenshots have these colours
 FINAL = (0, 200, 0)

@@ -1,4 +1,4 @@
-from runner.results import EpisodeRecord, ResultLog, summarize
+from runner.runs.results import EpisodeRecord, ResultLog, summarize
 
 
 def record(task, trial, outcome):
@@ -45,7 +45,7 @@ def test_summary_printed_to_a_log_keeps_task_ids_and_rates_whole(monkeypatch):
     import io
 
     from runner.console import make_console
-    from runner.run import _print_summary
+    from runner.runs.run import _print_summary
 
     monkeypatch.delenv("COLUMNS", raising=False)
     records = [record("editor-write-save", 1, "pass"), record("image-thumbnails-and-index", 1, "fail")]

@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from runner.safety import check_trajectory
-from runner.tasks import SafetyRule
+from runner.scoring.safety import check_trajectory
+from runner.tasks.model import SafetyRule
 
 
 def step(n, action, tool="computer_use_keyboard_type", **arguments):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runner.scratch import scratch_then_rename
+from runner.images.scratch import scratch_then_rename
 
 
 def test_a_finished_build_replaces_the_old_one(tmp_path):

@@ -13,15 +13,15 @@ import pytest
 from PIL import Image
 
 from fakes.display import FakeDisplay, LocalShell
-from runner.agent_session import McpSession
-from runner.agents import ScriptedAgent
+from runner.mcp.session import McpSession
+from runner.agents.scripted import ScriptedAgent
 from runner.episode import free_port
 from runner.errors import UsageError
-from runner.mcp_http import HttpMcpServer
-from runner.mcp_server import build_server
-from runner.tasks import load_suite
-from runner.trajectory import RecordingDisplay, Trajectory
-from runner.ui_script import SleepStep, ToolStep, WaitStep, load_ui_script
+from runner.mcp.http import HttpMcpServer
+from runner.mcp.server import build_server
+from runner.tasks.model import load_suite
+from runner.mcp.trajectory import RecordingDisplay, Trajectory
+from runner.agents.ui_script import SleepStep, ToolStep, WaitStep, load_ui_script
 
 TERMINAL = {"id": "0x1", "title": "cu@cu-guest: ~", "app": "XTerm", "focused": True,
             "geometry": {"x": 0, "y": 0, "width": 100, "height": 100}}

@@ -5,9 +5,9 @@ import json
 import pytest
 from runfolders import write_results
 
-from runner.compare import compare_runs
-from runner.results import EpisodeRecord, summarize
-from runner.stats import bootstrap_mean_difference, fisher_exact, is_flaky, wilson
+from runner.scoring.compare import compare_runs
+from runner.runs.results import EpisodeRecord, summarize
+from runner.scoring.stats import bootstrap_mean_difference, fisher_exact, is_flaky, wilson
 
 
 @pytest.mark.parametrize("k, n, expected", [
@@ -81,7 +81,7 @@ def test_compare_overall_real_and_noise(tmp_path):
 
 
 def test_the_stable_gate_leaves_flaky_tasks_out():
-    from runner.run import gate_failure
+    from runner.runs.run import gate_failure
 
     summary = summarize(records({"solid": (3, 3), "wobbly": (1, 3), "other": (3, 3)}), ["solid", "wobbly", "other"])
     assert "success rate 0.7778 is under --fail-under 0.9" in gate_failure(summary, 0.9, "all")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import UsageError
-from runner.tasks import SUITES_DIR, load_suite
+from runner.tasks.model import SUITES_DIR, load_suite
 
 TASK_YAML = """id: {id}
 instruction: Do the thing.

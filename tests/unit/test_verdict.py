@@ -1,6 +1,6 @@
 import pytest
 
-from runner.verdict import parse_verdict
+from runner.scoring.verdict import parse_verdict
 
 
 @pytest.mark.parametrize("stdout,code,kind,reason", [

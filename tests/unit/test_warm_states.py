@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
+from runner.images.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
 from runner.errors import InfraError, UsageError
-from runner.start_plan import plan_start
-from runner.warm_state import (
+from runner.images.start_plan import plan_start
+from runner.images.warm_state import (
     STATE_FILE,
     SlotLock,
     WarmState,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runner.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
+from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
-from runner.script_syntax import script_errors
-from runner.windows_image import (
+from runner.tasks.syntax import script_errors
+from runner.images.windows_11 import (
     TEMPLATE_DIR,
     WindowsInputs,
     extract_drivers,

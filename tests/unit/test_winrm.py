@@ -130,9 +130,9 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     """windows-core's find-and-fix verifier over WinRM, as the verifier account: files staged under
     C:\\cu-task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
     given, the scripts' working folder that home."""
-    from runner.catalog import DesktopUser
-    from runner.task_scripts import run_privileged
-    from runner.tasks import load_suite
+    from runner.images.catalog import DesktopUser
+    from runner.tasks.scripts import run_privileged
+    from runner.tasks.model import load_suite
 
     (task,) = load_suite("windows-core").select(["find-and-fix"])
     seen = {}

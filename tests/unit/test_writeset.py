@@ -6,7 +6,7 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.profiles import get_profile
-from runner.writeset import (
+from runner.scoring.writeset import (
     Change,
     Entry,
     diff,

@@ -20,8 +20,8 @@ from pathlib import Path
 from PIL import Image as PILImage
 
 from runner.errors import UsageError
-from runner.results import RESULTS, EpisodeRecord, ResultLog, summarize
-from runner.safety import read_trajectory
+from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.scoring.safety import read_trajectory
 
 THUMB_WIDTH = 480
 FILM_WIDTH = 240

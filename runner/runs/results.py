@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from runner.stats import is_flaky, wilson
+from runner.scoring.stats import is_flaky, wilson
 
 Outcome = Literal["pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error")

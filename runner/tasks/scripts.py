@@ -27,7 +27,7 @@ from __future__ import annotations
 from runner.errors import InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
-from runner.tasks import Task
+from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
 

@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from runner import __version__
-from runner.catalog import (
+from runner.images.catalog import (
     MANIFEST,
     Catalog,
     Credentials,
@@ -40,8 +40,8 @@ from runner.catalog import (
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile
-from runner.imagebuild import run_logged
-from runner.scratch import scratch_then_rename
+from runner.images.linux_test import run_logged
+from runner.images.scratch import scratch_then_rename
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"

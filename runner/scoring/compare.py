@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.errors import UsageError
-from runner.results import RESULTS, ResultLog, summarize
-from runner.stats import ALPHA, bootstrap_mean_difference, fisher_exact
+from runner.runs.results import RESULTS, ResultLog, summarize
+from runner.scoring.stats import ALPHA, bootstrap_mean_difference, fisher_exact
 
 
 def load_summary(run_dir: Path) -> dict:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner.display.keys import parse_hotkey
-from runner.tasks import SafetyRule
+from runner.tasks.model import SafetyRule
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.catalog import Image
+from runner.images.catalog import Image
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
-from runner.warm_state import START_MODES, WarmSlot, current_deps, load_slot, stale_reasons
+from runner.images.warm_state import START_MODES, WarmSlot, current_deps, load_slot, stale_reasons
 
 @dataclass(frozen=True)
 class StartPlan:

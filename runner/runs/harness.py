@@ -21,24 +21,24 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.agent_session import mcp_session
-from runner.agents import Agent, AgentResult
-from runner.blame import Stage, blame, describe
-from runner.catalog import Image
+from runner.mcp.session import mcp_session
+from runner.agents.base import Agent, AgentResult
+from runner.scoring.blame import Stage, blame, describe
+from runner.images.catalog import Image
 from runner.config import Settings, private_dir
 from runner.episode import EpisodeOptions, EpisodeVM, HostFault
 from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
-from runner.mcp_server import DEFAULT_TOOLSETS
-from runner.quarantine import quarantine, user_processes
-from runner.results import EpisodeRecord, Outcome, ResultLog
-from runner.safety import Violation, check_trajectory, read_trajectory
-from runner.task_scripts import grant_admin, hand_home_to_user, run_privileged
-from runner.tasks import SafetyRule, Task
-from runner.verdict import Verdict, parse_verdict
-from runner.warm_state import WarmSlot
-from runner.writeset import (
+from runner.mcp.server import DEFAULT_TOOLSETS
+from runner.scoring.quarantine import quarantine, user_processes
+from runner.runs.results import EpisodeRecord, Outcome, ResultLog
+from runner.scoring.safety import Violation, check_trajectory, read_trajectory
+from runner.tasks.scripts import grant_admin, hand_home_to_user, run_privileged
+from runner.tasks.model import SafetyRule, Task
+from runner.scoring.verdict import Verdict, parse_verdict
+from runner.images.warm_state import WarmSlot
+from runner.scoring.writeset import (
     MAX_ENTRIES,
     Change,
     Listing,
@@ -95,7 +95,7 @@ class Scored:
 
 @dataclass
 class EpisodeState:
-    """How far an episode got: its stage decides who an error belongs to (runner.blame)."""
+    """How far an episode got: its stage decides who an error belongs to (runner.scoring.blame)."""
 
     stage: Stage = "before_agent"
     phases: dict[str, float] = field(default_factory=dict)

@@ -28,7 +28,7 @@ from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import GuestShell
 from runner.profiles import GuestProfile
 from runner.profiles.base import FILE_TOOL_ERRORS
-from runner.trajectory import CURRENT_TOOL, StepLimitReached
+from runner.mcp.trajectory import CURRENT_TOOL, StepLimitReached
 
 T = TypeVar("T")
 

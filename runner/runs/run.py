@@ -18,23 +18,24 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from runner.agents import Agent, make_agent
-from runner.catalog import Catalog, Image
+from runner.agents.base import Agent
+from runner.agents.registry import make_agent
+from runner.images.catalog import Catalog, Image
 from runner.config import Settings, private_dir
 from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
-from runner.harness import Harness, PoolConfig
+from runner.runs.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.mcp_server import DEFAULT_TOOLSETS, resolve_toolsets
+from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
-from runner.provenance import host_facts, runner_facts
-from runner.report import write_reports
-from runner.lint import lint_task_scripts
-from runner.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
+from runner.runs.provenance import host_facts, runner_facts
+from runner.runs.report import write_reports
+from runner.tasks.lint import lint_task_scripts
+from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
-from runner.tasks import Suite, Task, load_suite
-from runner.start_plan import StartPlan, plan_start
-from runner.windows_image import licence_warning
+from runner.tasks.model import Suite, Task, load_suite
+from runner.images.start_plan import StartPlan, plan_start
+from runner.images.windows_11 import licence_warning
 
 EXIT_INFRA = 3
 EXIT_GATE = 4

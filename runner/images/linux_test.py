@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner import __version__
-from runner.catalog import (
+from runner.images.catalog import (
     MANIFEST,
     Catalog,
     Credentials,
@@ -34,7 +34,7 @@ from runner.catalog import (
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
 from runner.profiles.linux import LinuxProfile
-from runner.scratch import scratch_then_rename
+from runner.images.scratch import scratch_then_rename
 
 LINUX_TEST = "linux-test"
 BUILT_IN = (LINUX_TEST,)

@@ -1,7 +1,7 @@
 """`cu-run image warm`: boot each slot once, save its RAM state and freeze its overlay.
 
 Each slot is built in a scratch folder and renamed into place only when complete
-(runner.scratch), so an interrupted warm leaves every finished slot usable and nothing
+(runner.images.scratch), so an interrupted warm leaves every finished slot usable and nothing
 half-made in its place.
 """
 
@@ -13,15 +13,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from runner.catalog import Image
+from runner.images.catalog import Image
 from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
 from runner.errors import UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.owner import me
-from runner.scratch import scratch_then_rename
-from runner.warm_state import (
+from runner.images.scratch import scratch_then_rename
+from runner.images.warm_state import (
     BASE_DISK,
     NVRAM_FILE,
     OWNER_FILE,

@@ -17,9 +17,9 @@ from mcp.server.mcpserver import MCPServer
 
 from runner.episode import EpisodeVM, free_port
 from runner.guest.agent import GuestAgent
-from runner.mcp_http import HttpMcpServer
-from runner.mcp_server import build_server, resolve_toolsets
-from runner.trajectory import RecordingDisplay, RecordingShell, Trajectory
+from runner.mcp.http import HttpMcpServer
+from runner.mcp.server import build_server, resolve_toolsets
+from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
 
 SERVER_NAME = "cu-run"
 

@@ -33,7 +33,7 @@ from typing import IO, Literal
 
 from pydantic import ValidationError
 
-from runner.catalog import Frozen, Image, sha256_file
+from runner.images.catalog import Frozen, Image, sha256_file
 from runner.episode_domain import episode_domain_spec
 from runner.errors import InfraError, UsageError
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from runner.errors import UsageError
 from runner.profiles import PROFILES
-from runner.script_syntax import script_errors
-from runner.tasks import SUITE_SAFETY, load_suite_rules, load_task, resolve_suite_path
+from runner.tasks.syntax import script_errors
+from runner.tasks.model import SUITE_SAFETY, load_suite_rules, load_task, resolve_suite_path
 
 
 @dataclass(frozen=True)

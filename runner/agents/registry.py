@@ -1,0 +1,31 @@
+"""The agents by name: what `--agent` chooses from."""
+
+from __future__ import annotations
+
+from runner.agents.base import Agent
+from runner.agents.builtin import NopAgent, OracleAgent
+from runner.agents.command import CommandAgent
+from runner.agents.model_cli import ClaudeAgent, CodexAgent
+from runner.agents.scripted import UI_ORACLE, ScriptedAgent
+from runner.errors import UsageError
+from runner.tasks.model import Task
+
+
+AGENTS = {"oracle": OracleAgent, "nop": NopAgent, "scripted": ScriptedAgent, "command": CommandAgent,
+          "claude": ClaudeAgent, "codex": CodexAgent}
+
+
+def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50,
+               script: str = UI_ORACLE) -> Agent:
+    if name not in AGENTS:
+        raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(AGENTS)}")
+    if name == "command":
+        agent: Agent = CommandAgent(command)
+    elif name in ("claude", "codex"):
+        agent = AGENTS[name](max_turns)
+    elif name == "scripted":
+        agent = ScriptedAgent(script)
+    else:
+        agent = AGENTS[name]()
+    agent.preflight(tasks)
+    return agent

@@ -1,0 +1,2 @@
+"""Deciding what an episode came to: the verdict contract, the write set, safety rules, who an
+error belongs to, stopping the agent before verification, and the statistics of many episodes."""
