@@ -199,7 +199,7 @@ def test_the_agents_processes_are_frozen_before_verification(episode):
                       "done' "
                       ">/dev/null 2>&1 < /dev/null &", timeout=30)
     wait_for(lambda: episode.admin_shell.run("test -s /tmp/ticker", timeout=30).ok, 60, "the ticker to tick")
-    said = quarantine(episode.admin_shell, episode.desktop_user, "linux")
+    said = quarantine(episode.admin_shell, episode.desktop_user, episode.image.manifest.guest)
     assert said.startswith("froze ")
     first = episode.admin_shell.run("cat /tmp/ticker", timeout=30).stdout
     still = episode.admin_shell.run("sleep 2; cat /tmp/ticker; grep frozen /sys/fs/cgroup/user.slice/user-1000.slice/"
@@ -225,7 +225,8 @@ def test_mcp_tools_drive_the_real_vm(episode, tmp_path):
 
     trajectory = Trajectory(tmp_path)
     server = build_server(RecordingDisplay(episode.display, trajectory), RecordingShell(episode.shell, trajectory),
-                          toolsets=("screen", "mouse", "keyboard", "files"), file_root="/home/cu")
+                          toolsets=("screen", "mouse", "keyboard", "files"), file_root="/home/cu",
+                          guest=episode.image.manifest.guest)
     episode.shell.run("rm -f /tmp/mcp-typed; echo from-guest > /home/cu/mcp-note.txt", timeout=10)
     text = "printf '%s\\n' 'MCP: A_b>c|d~e' > /tmp/mcp-typed\n"
 
