@@ -30,7 +30,7 @@ from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
 from runner.hypervisor.host import Host
-from runner.owner import me
+from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
 from runner.episode_domain import NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, ShellEndpoint
@@ -191,6 +191,29 @@ class EpisodeVM:
             lock = slot_lock(self.image, self.warm.state.slot)
             lock.acquire(timeout=WARM_SLOT_WAIT)
             self._undo.append(("release warm slot", lock.release))
+        owner = self._make_workdir()
+        t = time.monotonic()
+        self.host.create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
+        if manifest.firmware is not None:
+            # Each episode boots from its own variable store: what Windows writes to NVRAM stays here.
+            source = self.warm.nvram if self.warm else self.image.path(manifest.firmware.vars)
+            shutil.copyfile(source, self.workdir / NVRAM_FILE)
+        self.timings.mark("overlay", t)
+        t = time.monotonic()
+        shell_port = self._start_domain(owner)
+        self.timings.mark("restore" if self.warm else "domain_start", t)
+        self._connect(shell_port)
+        t = time.monotonic()
+        self._wait_shell()
+        if self.warm is not None:
+            self._set_clock()
+        self.timings.mark("shell_ready", t)
+        if self.options.wait_desktop:
+            self._wait_desktop()
+            self.timings.mark("desktop_ready", t)
+
+    def _make_workdir(self) -> Owner:
+        """The episode's own folder (0700), marked with who owns it so gc can judge it later."""
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
         self.workdir.parent.mkdir(parents=True, exist_ok=True)
@@ -201,16 +224,10 @@ class EpisodeVM:
             "run_id": self.run_id, "slot": self.slot, "domain": self.name,
             "owner_pid": owner.pid, "owner_start": owner.start,
         }))
+        return owner
 
-        t = time.monotonic()
-        self.host.create_overlay(self.warm.base if self.warm else self.image.disk, self.workdir / "overlay.qcow2")
-        if manifest.firmware is not None:
-            # Each episode boots from its own variable store: what Windows writes to NVRAM stays here.
-            source = self.warm.nvram if self.warm else self.image.path(manifest.firmware.vars)
-            shutil.copyfile(source, self.workdir / NVRAM_FILE)
-        self.timings.mark("overlay", t)
-
-        t = time.monotonic()
+    def _start_domain(self, owner: Owner) -> int:
+        """Boots or restores the domain; returns the host port its shell is forwarded to."""
         self._undo.append(("destroy domain", lambda: self.host.destroy(self.name)))
         for attempt in range(1, START_ATTEMPTS + 1):
             shell_port = self.host.free_port()
@@ -224,13 +241,16 @@ class EpisodeVM:
                     self.host.restore(self.warm.ram, self._domain_xml)
                 else:
                     self.host.start(self._domain_xml)
-                break
+                return shell_port
             except InfraError as exc:
                 if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
                     raise
                 log.warning("port %d was taken before QEMU bound it; retrying", shell_port)
-        self.timings.mark("restore" if self.warm else "domain_start", t)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _connect(self, shell_port: int) -> None:
+        """The VM's screen and its two shells, each closed at teardown."""
+        manifest = self.image.manifest
         vnc_host, vnc_port = self.host.vnc_endpoint(self.name)
         self._display = self.host.open_display(self.name, password=self.vnc_password,
                                                pointer_offset=manifest.pointer_offset,
@@ -244,15 +264,6 @@ class EpisodeVM:
         self._shell, self._admin_shell = shells.user, shells.admin
         self._undo.append(("close shell", self._shell.close))
         self._undo.append(("close admin shell", self._admin_shell.close))
-
-        t = time.monotonic()
-        self._wait_shell()
-        if self.warm is not None:
-            self._set_clock()
-        self.timings.mark("shell_ready", t)
-        if self.options.wait_desktop:
-            self._wait_desktop()
-            self.timings.mark("desktop_ready", t)
 
     def _set_clock(self) -> None:
         """A restored guest wakes up at the time it was saved: give it the host's."""

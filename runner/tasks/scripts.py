@@ -24,6 +24,8 @@ the desktop user (the agent must be able to change the files the task gives it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from runner.errors import InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
@@ -37,30 +39,27 @@ def run_privileged(admin: GuestShell, task: Task, kind: str, user: DesktopUser, 
     """Runs the task's KIND script (setup, verify, checkpoints/NAME, safety/NAME) through the
     admin channel; None when the task has none. Raises CommandTimeout past TIMEOUT and
     GuestUnreachable when the guest is gone."""
-    script = task.script(kind)
-    if script is None:
-        return None
     guest = task.guest
-    folder = guest.admin_task_dir
-    _stage(admin, task, folder)
-    try:
-        return admin.run(guest.privileged_prelude(folder, user, phase) + script.read_text(), timeout=timeout)
-    finally:
-        admin.run(guest.remove_script(folder), timeout=30)
+    return _run_staged(admin, task, kind, guest.admin_task_dir,
+                       lambda folder: guest.privileged_prelude(folder, user, phase), timeout)
 
 
 def run_as_agent(shell: GuestShell, task: Task, kind: str, timeout: float = SCRIPT_TIMEOUT) -> ExecResult | None:
     """Runs KIND (the oracle) through the desktop user's own shell: the agent's privileges."""
+    return _run_staged(shell, task, kind, task.guest.agent_task_dir, task.guest.agent_prelude, timeout)
+
+
+def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: Callable[[str], str],
+                timeout: float) -> ExecResult | None:
+    """Stages the task's files in FOLDER, runs KIND after PRELUDE(FOLDER), removes FOLDER whatever happened."""
     script = task.script(kind)
     if script is None:
         return None
-    guest = task.guest
-    folder = guest.agent_task_dir
     _stage(shell, task, folder)
     try:
-        return shell.run(guest.agent_prelude(folder) + script.read_text(), timeout=timeout)
+        return shell.run(prelude(folder) + script.read_text(), timeout=timeout)
     finally:
-        shell.run(guest.remove_script(folder), timeout=30)
+        shell.run(task.guest.remove_script(folder), timeout=30)
 
 
 def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
