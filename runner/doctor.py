@@ -16,6 +16,7 @@ from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.linux_test import LINUX_TEST, REQUIRED_TOOLS
+from runner.runs.admission import available_mib, per_vm_mib, vms_that_fit
 
 Status = Literal["ok", "warn", "fail"]
 MIN_FREE_GIB = 2.0
@@ -31,8 +32,10 @@ class Check:
 
 
 def run_checks(settings: Settings) -> list[Check]:
-    checks = [_qemu(), _libvirt(settings.libvirt_uri), _kvm_device(), _accel(settings), _disk(settings.cache_dir)]
+    accel = _accel(settings)
+    checks = [_qemu(), _libvirt(settings.libvirt_uri), _kvm_device(), accel, _disk(settings.cache_dir)]
     checks += [_catalog(settings), _build_tools()]
+    checks += _capacity(settings, "kvm" if accel.status == "ok" else "tcg")
     checks += _licences(settings)
     return checks
 
@@ -53,6 +56,23 @@ def _licences(settings: Settings) -> list[Check]:
         checks.append(Check(f"licence {image.name}", "warn" if warning else "ok",
                             warning or f"evaluation licence until {image.manifest.licence_expires}",
                             f"cu-run image build {image.name} --force (with the same inputs)" if warning else ""))
+    return checks
+
+
+def _capacity(settings: Settings, accel: str) -> list[Check]:
+    """How many VMs of each image this host's memory holds at once (runs cap --vm-pool to it)."""
+    try:
+        images = Catalog(settings.images_dir).images()
+        available = available_mib()
+    except (CuRunError, OSError, ValueError):
+        return []
+    checks = []
+    for image in images:
+        fit = vms_that_fit(image.manifest.memory_mib, accel, available)
+        detail = (f"{fit} VMs at once ({per_vm_mib(image.manifest.memory_mib, accel)} MiB each under "
+                  f"{accel.upper()}, {available} MiB available)")
+        checks.append(Check(f"capacity {image.name}", "ok" if fit >= 1 else "fail", detail,
+                            "" if fit >= 1 else "free memory, or give the image less (memory_mib)"))
     return checks
 
 

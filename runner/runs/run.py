@@ -28,6 +28,7 @@ from runner.runs.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
+from runner.runs.admission import admit, available_mib
 from runner.runs.provenance import host_facts, runner_facts
 from runner.runs.report import write_reports
 from runner.tasks.lint import lint_task_scripts
@@ -120,24 +121,30 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     if (warning := licence_warning(plan.image)) is not None:
         console.print(f"[yellow]{warning}[/]")
     accel, probe = resolve_accel(settings, plan.image, request.accel)
+    admission = admit(request.vm_pool, plan.image.manifest.memory_mib, accel, available_mib())
+    if admission.capped:
+        console.print(f"[yellow]{escape(admission.notice(plan.image.name))}[/]")
+    vm_pool = admission.admitted
     log = ResultLog(plan.out_dir)
     finished = log.finished()
     work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
     private_dir(plan.out_dir)
     host = LibvirtHost(settings.libvirt_uri)
     try:
-        start = plan_start(request.start, host, plan.image, accel, settings.libvirt_uri, request.vm_pool)
+        start = plan_start(request.start, host, plan.image, accel, settings.libvirt_uri, vm_pool)
     except BaseException:
         host.close()
         raise
     if start.notice:
         console.print(f"[yellow]{start.notice}[/]")
     provenance = _provenance(settings, request, plan, host, accel, probe.reason, start)
+    provenance["pool"] = {"asked": request.vm_pool, "used": vm_pool, "per_vm_mib": admission.per_vm_mib,
+                          "available_mib": admission.available_mib}
     _write_json(plan.out_dir / "run.json", provenance)
     console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
                   f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                  f"pool {request.vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
-    pool = PoolConfig(image=plan.image, accel=accel, vm_pool=request.vm_pool, run_id=new_run_id(),
+                  f"pool {vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
+    pool = PoolConfig(image=plan.image, accel=accel, vm_pool=vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
                       suite_rules=plan.suite.safety)
     harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: _print_record(console, r))

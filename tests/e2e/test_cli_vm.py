@@ -1,6 +1,7 @@
 """`cu-run vm up`, gc, doctor and the image commands, as a user runs them: real processes, real VMs."""
 
 import json
+import re
 import os
 import select
 import signal
@@ -98,6 +99,7 @@ def test_doctor_passes_and_names_the_accelerator(linux_image):
         assert "KVM usable" in out
     else:
         assert "KVM unusable, TCG will be used" in out
+    assert re.search(r"capacity linux-test .* \d+ VMs at once \(\d+ MiB each", out), out
 
 
 def test_doctor_fails_with_a_fix_when_libvirt_is_unreachable(tmp_path):
