@@ -1,8 +1,8 @@
 """`cu-run vm up`, gc, doctor and the image commands, as a user runs them: real processes, real VMs."""
 
 import json
-import re
 import os
+import re
 import select
 import signal
 import subprocess
