@@ -24,9 +24,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
 vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
+export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(export_app, name="export")
 
 con = make_console()
 err = make_console(stderr=True)
@@ -443,6 +445,17 @@ def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]
         con.print(f"nothing has finished yet in {escape(str(run_dir))}: the report is empty "
                   "(run the same command with --resume to continue)")
     con.print(f"{escape(str(html_path))}\n{escape(str(junit_path))}")
+
+
+@export_app.command("inspect")
+def export_inspect_log(
+    run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]")] = None,
+) -> None:
+    """Write the run as an Inspect eval log: `inspect view` opens it, read_eval_log reads it."""
+    from runner.runs.inspect_export import export_inspect
+
+    con.print(escape(str(export_inspect(run_dir, out))))
 
 
 @app.command()
