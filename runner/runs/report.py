@@ -70,6 +70,7 @@ th{background:#f6f8fa}.pass{color:#1a7f37;font-weight:600}.fail,.timeout,.agent_
 .film{display:flex;flex-wrap:wrap;gap:8px}.frame{width:250px;font-size:12px;border:1px solid #d0d7de;padding:4px}
 .frame img{width:240px;display:block}pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:300px;font-size:12px}
 details{margin:6px 0;border:1px solid #d0d7de;padding:4px 8px}summary{cursor:pointer}
+table.facts{margin:0}table.facts th{background:none;font-weight:normal;color:#57606a}
 """
 
 
@@ -113,17 +114,26 @@ def _summary_table(o: dict) -> str:
 
 
 def _provenance(run: dict) -> str:
-    rows = []
-    for key in ("started_at", "ended_at", "accel", "start", "hypervisor", "image", "agent", "runner", "host"):
-        if key in run:
-            value = run[key]
-            text = ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
-            rows.append(f"<tr><th>{html.escape(key)}</th><td>{html.escape(text)}</td></tr>")
-    suite = run.get("suite", {})
-    if suite:
-        rows.append(f"<tr><th>suite</th><td>{html.escape(suite.get('name', ''))}, "
-                    f"sha256 {html.escape(str(suite.get('content_sha256', ''))[:16])}...</td></tr>")
+    """run.json as readable tables: one row per fact, nested facts as a table of their own,
+    nothing shown for a value that is not there."""
+    keys = ("started_at", "ended_at", "resumed_at", "pool", "accel", "start", "hypervisor", "image", "suite", "agent",
+            "runner", "host")
+    rows = [f"<tr><th>{html.escape(key.replace('_', ' '))}</th><td>{_value(run[key])}</td></tr>"
+            for key in keys if key in run and run[key] not in (None, [], {})]
     return "<table>" + "".join(rows) + "</table>" if rows else "<p>no run.json</p>"
+
+
+def _value(value: object) -> str:
+    if isinstance(value, dict):
+        rows = [f"<tr><th>{html.escape(str(k).replace('_', ' '))}</th><td>{_value(v)}</td></tr>"
+                for k, v in value.items() if v not in (None, [], {}, "")]
+        return "<table class='facts'>" + "".join(rows) + "</table>"
+    if isinstance(value, list):
+        return html.escape(", ".join(str(v) for v in value))
+    text = str(value)
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+        return f"<code title='{text}'>{text[:16]}...</code>"  # a sha256: short, the whole on hover
+    return html.escape(text)
 
 
 def _task_table(summary: dict) -> str:

@@ -113,3 +113,15 @@ def test_task_defects_and_runs_without_results_are_reported(tmp_path):
     empty.mkdir()
     (empty / "run.json").write_text(json.dumps({"suite": {"name": "s", "tasks": ["a"]}}))
     assert "passes / scored" in write_reports(empty)[0].read_text()
+
+
+def test_provenance_reads_as_tables_not_dict_dumps(tmp_path):
+    run = planted_run(tmp_path)
+    provenance = {"started_at": "2026-12-01T10:00:00", "start": {"used": "warm", "requested": "auto", "notice": None},
+                  "image": {"name": "linux-test", "profile": "linux", "sha256": "ab" * 32},
+                  "suite": {"name": "planted", "tasks": ["editor", "calc"], "content_sha256": "cd" * 32}}
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), **provenance}))
+    page = write_reports(run)[0].read_text()
+    assert "notice: None" not in page and "name: linux-test, profile" not in page and ">notice<" not in page
+    assert "<th>used</th><td>warm</td>" in page and "<th>profile</th><td>linux</td>" in page
+    assert f"title='{'ab' * 32}'" in page  # a sha256, shortened, whole on hover
