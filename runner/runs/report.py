@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from PIL import Image as PILImage
+from PIL import ImageDraw
 
 from runner.errors import UsageError
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
@@ -191,13 +192,17 @@ def _filmstrip(ep: Path) -> str:
     entries = read_trajectory(ep / "trajectory.jsonl")
     if not entries:
         return ""
-    frames, shown = [], 0
+    frames, shown, last_shot = [], 0, None
     for entry in entries:
         shot = entry.get("screenshot")
         image = ""
-        if shot and shown < MAX_FILM_FRAMES and (ep / shot).is_file():
-            image = _img(ep / shot, FILM_WIDTH)
-            shown += 1
+        if shot and (ep / shot).is_file():
+            last_shot = ep / shot
+            if shown < MAX_FILM_FRAMES:
+                image, shown = _img(last_shot, FILM_WIDTH), shown + 1
+        elif (marks := _marks(entry)) and last_shot is not None and shown < MAX_FILM_FRAMES:
+            # Where a click, drag or scroll went, drawn on the screen as the agent last saw it.
+            image, shown = _img(last_shot, FILM_WIDTH, marks), shown + 1
         args = json.dumps(entry.get("arguments", {}), ensure_ascii=False)[:200]
         frames.append(f"<div class='frame'>{image}<b>{entry.get('step')}. {html.escape(str(entry.get('tool', '')))}"
                       f"</b><br>{html.escape(args)}<br><i>{html.escape(str(entry.get('result', ''))[:120])}</i> "
@@ -205,13 +210,35 @@ def _filmstrip(ep: Path) -> str:
     return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"
 
 
-def _img(path: Path, width: int) -> str:
-    """An <img> with the picture inline: a JPEG thumbnail WIDTH pixels wide."""
+def _marks(entry: dict) -> list[tuple[int, ...]]:
+    """The points (x, y) or the line (x1, y1, x2, y2) a pointer step acted on, in screen pixels."""
+    args = entry.get("arguments") or {}
     try:
-        image = PILImage.open(path)
+        if entry.get("action") == "drag":
+            return [(int(args["x1"]), int(args["y1"]), int(args["x2"]), int(args["y2"]))]
+        if entry.get("action") in ("click", "scroll", "move"):
+            return [(int(args["x"]), int(args["y"]))]
+    except (KeyError, TypeError, ValueError):
+        pass
+    return []
+
+
+def _img(path: Path, width: int, marks: list[tuple[int, ...]] = ()) -> str:
+    """An <img> with the picture inline: a JPEG thumbnail WIDTH pixels wide, MARKS drawn on it
+    (a ring at each point, a line with a ring at its end for each drag)."""
+    try:
+        image = PILImage.open(path).convert("RGB")
+        if marks:
+            draw = ImageDraw.Draw(image)
+            radius = max(6, image.width // 80)
+            for mark in marks:
+                if len(mark) == 4:
+                    draw.line(mark, fill=(255, 0, 0), width=max(2, radius // 3))
+                x, y = mark[-2], mark[-1]
+                draw.ellipse((x - radius, y - radius, x + radius, y + radius), outline=(255, 0, 0), width=max(2, radius // 3))
         image.thumbnail((width, width * 4))
         buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="JPEG", quality=70)
+        image.save(buffer, format="JPEG", quality=70)
     except OSError:
         return f"<p>(unreadable {html.escape(path.name)})</p>"
     data = base64.b64encode(buffer.getvalue()).decode()

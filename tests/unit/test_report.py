@@ -125,3 +125,33 @@ def test_provenance_reads_as_tables_not_dict_dumps(tmp_path):
     assert "notice: None" not in page and "name: linux-test, profile" not in page and ">notice<" not in page
     assert "<th>used</th><td>warm</td>" in page and "<th>profile</th><td>linux</td>" in page
     assert f"title='{'ab' * 32}'" in page  # a sha256, shortened, whole on hover
+
+
+def test_clicks_and_drags_are_drawn_on_the_screen_the_agent_last_saw(tmp_path):
+    import base64
+    import io
+
+    run = planted_run(tmp_path)
+    ep = run / "editor" / "1"
+    steps = [json.loads(line) for line in (ep / "trajectory.jsonl").read_text().splitlines()]
+    steps.append({"step": 3, "tool": "computer_use_mouse_click", "action": "click",
+                  "arguments": {"x": 640, "y": 400, "button": "left", "double": False}, "result": "ok",
+                  "duration_s": 0.01})
+    steps.append({"step": 4, "tool": "computer_use_mouse_drag", "action": "drag",
+                  "arguments": {"x1": 100, "y1": 100, "x2": 1100, "y2": 700, "button": "left"}, "result": "ok",
+                  "duration_s": 0.2})
+    (ep / "trajectory.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    page = write_reports(run)[0].read_text()
+    film = page[page.index("Trajectory (4 steps)"):]
+    frames = re.findall(r"src='data:image/jpeg;base64,([^']+)'", film)
+    assert len(frames) == 3  # the screenshot, and the click and the drag drawn on it
+
+    def red_near(frame: str, x: float, y: float) -> bool:
+        image = Image.open(io.BytesIO(base64.b64decode(frame))).convert("RGB")
+        sx, sy = image.width / 1280, image.height / 800
+        box = [image.getpixel((int(x * sx) + dx, int(y * sy) + dy)) for dx in range(-6, 7) for dy in range(-6, 7)
+               if 0 <= int(x * sx) + dx < image.width and 0 <= int(y * sy) + dy < image.height]
+        return any(r > 180 and g < 90 and b < 90 for r, g, b in box)
+
+    assert not red_near(frames[0], 640, 400)
+    assert red_near(frames[1], 640, 400) and red_near(frames[2], 1100, 700) and red_near(frames[2], 600, 400)
