@@ -369,6 +369,7 @@ TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="comma-separate
 PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
 TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
+RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
 
 
@@ -393,6 +394,7 @@ def run(
     agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
     agent_script: Annotated[str, typer.Option("--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
+    record: RecordOpt = False,
     gate: Annotated[GateChoice, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
@@ -407,7 +409,7 @@ def run(
     request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                         agent_script=agent_script)
+                         agent_script=agent_script, record=record)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
@@ -423,6 +425,7 @@ def validate(
     image: ImageOpt = None,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
+    record: RecordOpt = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -430,7 +433,7 @@ def validate(
     from runner.runs.run import RunRequest, validate_suite
 
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
-                         trials=trials, out=out, image=image, accel=accel, start=start)
+                         trials=trials, out=out, image=image, accel=accel, start=start, record=record)
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     raise typer.Exit(code)
 

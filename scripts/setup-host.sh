@@ -5,9 +5,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build.
+# chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
+# ffmpeg encodes screen recordings (run --record).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
-gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso"
+gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2

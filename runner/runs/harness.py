@@ -16,6 +16,7 @@ import shutil
 import threading
 import time
 import traceback
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.scoring.quarantine import quarantine, user_processes
+from runner.runs.recording import Recorder
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.tasks.scripts import grant_admin, hand_home_to_user, run_privileged
@@ -77,6 +79,7 @@ class PoolConfig:
     max_steps: int | None = None
     warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
     suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
+    record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
 
 
 @dataclass
@@ -243,17 +246,17 @@ class Harness:
             if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
         watch = self._watched(task)
         before = self._listing(vm, task, watch, state.phases, "write_set_before")
-        (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
-
-        self._set(slot, task, trial, f"agent {self.agent.name}")
-        state.stage = "agent"
-        t = time.monotonic()
-        agent_result = self._run_agent(vm, task, ep_dir)
-        state.phases["agent"] = round(time.monotonic() - t, 3)
-        # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
-        state.stage = "after_agent"
-        vm.check_alive()
-        (ep_dir / "final.png").write_bytes(vm.display.screenshot())
+        with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
+            (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
+            self._set(slot, task, trial, f"agent {self.agent.name}")
+            state.stage = "agent"
+            t = time.monotonic()
+            agent_result = self._run_agent(vm, task, ep_dir)
+            state.phases["agent"] = round(time.monotonic() - t, 3)
+            # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
+            state.stage = "after_agent"
+            vm.check_alive()
+            (ep_dir / "final.png").write_bytes(vm.display.screenshot())
         t = time.monotonic()
         stopped = quarantine(vm.admin_shell, user, task.guest, keep=spared)
         (ep_dir / "quarantine.log").write_text(stopped + "\n")

@@ -61,6 +61,7 @@ class RunRequest:
     start: str = "auto"
     gate: str = "all"  # --fail-under over all tasks, or only the stable (non-flaky) ones
     agent_script: str = "ui_oracle.yaml"  # the scripted agent's script, per task
+    record: bool = False  # each episode's screen to recording.mp4
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
                   f"pool {vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
     pool = PoolConfig(image=plan.image, accel=accel, vm_pool=vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
-                      suite_rules=plan.suite.safety)
+                      suite_rules=plan.suite.safety, record=request.record)
     harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: _print_record(console, r))
     planned = plan.planned(request.trials)
     try:

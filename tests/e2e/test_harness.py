@@ -209,10 +209,18 @@ def test_command_agent_and_the_step_limit(linux_image, tmp_path):
     command = f"{sys.executable} {agent}"
     tools = ["--tools", "screen,mouse,keyboard,accessibility"]
     solved = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command, *tools,
-                    "--tasks", "folder-tree", "--out", str(tmp_path / "ok"))
+                    "--tasks", "folder-tree", "--record", "--out", str(tmp_path / "ok"))
     assert solved.returncode == 0, solved.stderr[-3000:]
     (record,) = results(tmp_path / "ok")
     assert record["outcome"] == "pass", record
+    # --record: the episode's screen as H.264 at the guest's size, from before the agent to after it.
+    probe = json.loads(subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+         "stream=codec_name,width,height:format=duration", "-of", "json",
+         str(tmp_path / "ok" / "folder-tree" / "1" / "recording.mp4")], capture_output=True, text=True).stdout)
+    assert (probe["streams"][0]["codec_name"], probe["streams"][0]["width"], probe["streams"][0]["height"]) == \
+        ("h264", 1280, 800)
+    assert float(probe["format"]["duration"]) > 1.0
     assert "instruction: In your home folder" in (tmp_path / "ok" / "folder-tree" / "1" / "agent.log").read_text()
 
     limited = cu_run("run", "--suite", "linux-core", "--agent", "command", "--agent-cmd", command, *tools,
