@@ -21,6 +21,7 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from runner.errors import UsageError
+from runner.runs.recording import RECORDING
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
 
@@ -179,6 +180,7 @@ def _episode(out_dir: Path, r: EpisodeRecord) -> str:
         parts.append("<h3>Checkpoints</h3><ul>" + "".join(
             f"<li>{e(name)}: <span class='{'pass' if ok else 'fail'}'>{'pass' if ok else 'fail'}</span></li>"
             for name, ok in r.checkpoints.items()) + "</ul>")
+    parts.append(_recording_link(ep))
     parts.append(_filmstrip(ep))
     for log in ("verify.log", "agent.log", "setup.log"):
         if (ep / log).is_file():
@@ -208,6 +210,14 @@ def _filmstrip(ep: Path) -> str:
                       f"</b><br>{html.escape(args)}<br><i>{html.escape(str(entry.get('result', ''))[:120])}</i> "
                       f"({entry.get('duration_s', 0):.2f} s)</div>")
     return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"
+
+
+def _recording_link(ep: Path) -> str:
+    """A link to the episode's screen recording (run --record), relative to the report beside it."""
+    if not (ep / RECORDING).is_file():
+        return ""
+    href = f"{ep.parent.name}/{ep.name}/{RECORDING}"
+    return f"<p><a href='{html.escape(href)}'>screen recording</a> ({(ep / RECORDING).stat().st_size / 2**20:.1f} MiB)</p>"
 
 
 def _marks(entry: dict) -> list[tuple[int, ...]]:

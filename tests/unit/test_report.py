@@ -155,3 +155,10 @@ def test_clicks_and_drags_are_drawn_on_the_screen_the_agent_last_saw(tmp_path):
 
     assert not red_near(frames[0], 640, 400)
     assert red_near(frames[1], 640, 400) and red_near(frames[2], 1100, 700) and red_near(frames[2], 600, 400)
+
+
+def test_a_recording_is_linked_beside_its_filmstrip(tmp_path):
+    run = planted_run(tmp_path)
+    (run / "editor" / "1" / "recording.mp4").write_bytes(b"\0" * 2048)
+    page = write_reports(run)[0].read_text()
+    assert "<a href='editor/1/recording.mp4'>screen recording</a>" in page
