@@ -1,0 +1,129 @@
+"""`cu-run export inspect RUN_DIR`: a run as an Inspect eval log (`inspect view` opens it).
+
+Each episode is one sample: the task's instruction is the input; the scores are the outcome,
+pass or not, and checkpoint progress; the metadata holds the host, the image's sha256, the
+phases, violations, the write set and the verifier's output; the events are the trajectory's
+tool calls, screenshots included as images. The eval's metadata is run.json's provenance.
+inspect_ai is an optional extra (pip install 'cu-run[inspect]').
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.errors import UsageError
+from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.tasks.model import load_suite
+
+MAX_LOG_CHARS = 20_000  # of a verifier's output kept in a sample's metadata
+
+
+def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
+    """Writes RUN_DIR as an Inspect eval log to OUT (default RUN_DIR/inspect.eval); returns its path."""
+    try:
+        from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalScore, EvalSpec
+        from inspect_ai.log import write_eval_log
+    except ImportError:
+        raise UsageError("exporting to Inspect needs inspect_ai", fix="pip install 'cu-run[inspect]'") from None
+    if not (run_dir / RESULTS).is_file():
+        raise UsageError(f"{run_dir} holds no {RESULTS}: no episode has finished there yet")
+    run = _read_json(run_dir / "run.json")
+    records = ResultLog(run_dir).latest()
+    instructions = _instructions(run)
+    suite = run.get("suite", {})
+    summary = summarize(records, suite.get("tasks") or sorted({r.task_id for r in records}))
+    overall = summary["overall"]
+    created = run.get("started_at") or datetime.now(UTC).isoformat()
+    samples = [_sample(run_dir, r, instructions.get(r.task_id, r.task_id), run) for r in records]
+    log = EvalLog(
+        status="success" if run.get("ended_at") else "started",
+        eval=EvalSpec(created=created, task=f"cu-run/{suite.get('name', run_dir.name)}",
+                      model=f"agent/{run.get('agent', {}).get('name', 'unknown')}",
+                      dataset=EvalDataset(name=suite.get("name"), location=suite.get("path"), samples=len(samples)),
+                      config=EvalConfig(epochs=max((r.trial for r in records), default=1)),
+                      metadata={"cu_run": run}),
+        results=EvalResults(total_samples=len(samples), completed_samples=len(samples), scores=[
+            EvalScore(name="passed", scorer="cu-run", scored_samples=overall["scored"],
+                      unscored_samples=overall["episodes"] - overall["scored"],
+                      metrics={"accuracy": EvalMetric(name="accuracy", value=overall["rate"] or 0.0)})]),
+        samples=samples,
+        metadata={"summary": summary},
+    )
+    target = out or run_dir / "inspect.eval"
+    write_eval_log(log, str(target))
+    return target
+
+
+def _sample(run_dir: Path, record: EpisodeRecord, instruction: str, run: dict):
+    from inspect_ai.log import EvalSample
+    from inspect_ai.scorer import Score
+
+    episode = run_dir / record.task_id / str(record.trial)
+    scored = record.outcome not in ("infra_error", "verifier_error")
+    progress = (sum(record.checkpoints.values()) / len(record.checkpoints)) if record.checkpoints else None
+    scores = {"outcome": Score(value=record.outcome, explanation=record.reason or None)}
+    if scored:
+        scores["passed"] = Score(value=1.0 if record.outcome == "pass" else 0.0)
+    if progress is not None:
+        scores["checkpoints"] = Score(value=progress)
+    return EvalSample(
+        id=f"{record.task_id}#{record.trial}", epoch=record.trial, input=instruction, target="",
+        scores=scores, events=_tool_events(episode),
+        metadata={"task_id": record.task_id, "trial": record.trial, "outcome": record.outcome,
+                  "reason": record.reason, "host": run.get("host"), "image_sha256": run.get("image", {}).get("sha256"),
+                  "phases": record.phases, "violations": record.violations, "write_set": record.changed,
+                  "check_errors": record.check_errors, "verifier_output": _text(episode / "verify.log")},
+        started_at=record.started_at or None, completed_at=record.ended_at or None,
+        total_time=record.duration_s,
+    )
+
+
+def _tool_events(episode: Path) -> list:
+    from inspect_ai.event import ToolEvent
+    from inspect_ai.model import ContentImage, ContentText
+
+    events = []
+    path = episode / "trajectory.jsonl"
+    if not path.is_file():
+        return events
+    for line in path.read_text().splitlines():
+        try:
+            step = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a kill mid-write
+        result: list = [ContentText(text=str(step.get("result", "")))]
+        shot = episode / step["screenshot"] if step.get("screenshot") else None
+        if shot is not None and shot.is_file():
+            result.append(ContentImage(image="data:image/png;base64," + base64.b64encode(shot.read_bytes()).decode()))
+        events.append(ToolEvent(id=f"step-{step.get('step')}", function=str(step.get("tool", step.get("action"))),
+                                arguments=step.get("arguments") or {}, result=result, timestamp=step.get("time"),
+                                working_time=step.get("duration_s")))
+    return events
+
+
+def _instructions(run: dict) -> dict[str, str]:
+    """Each task's instruction, from the suite the run used (its ids when the suite is gone)."""
+    path = run.get("suite", {}).get("path")
+    if not path:
+        return {}
+    try:
+        return {t.id: t.spec.instruction for t in load_suite(path).tasks}
+    except UsageError:
+        return {}
+
+
+def _text(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    text = path.read_text(errors="replace")
+    return text if len(text) <= MAX_LOG_CHARS else text[:MAX_LOG_CHARS] + "\n[cut]"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
