@@ -41,3 +41,14 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
     from runner.images.linux_test import recipe_hash
 
     assert digest == recipe_hash(recipe_dir("linux-test"))
+
+
+def test_no_source_file_is_left_out_of_git(tmp_path):
+    """An ignore pattern once swallowed new modules of runner/runs/ (a pattern for run folders):
+    every file of the package that a checkout has must be one git tracks."""
+    if not (PROJECT_ROOT / ".git").exists():
+        return  # an installed copy, not a checkout: nothing to compare
+    ignored = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "runner", "tests",
+                              "tasks", "images", "guest_agent", "packer", "bench", "docs", "scripts"],
+                             cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert [p for p in ignored if "__pycache__" not in p and not p.endswith(".pyc")] == []
