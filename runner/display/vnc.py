@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+import warnings
 from collections.abc import Callable
 
 from PIL import Image
@@ -36,6 +37,10 @@ SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-rea
 POINTER_GAP_S = 0.05
 
 Capture = Callable[[], bytes]
+# VNC's own authentication is DES by the protocol's definition; vncdotool computes it with
+# cryptography's TripleDES, which warns on every connection. The warning is the protocol's,
+# not ours to fix, and would print once per episode.
+warnings.filterwarnings("ignore", message="TripleDES has been moved", category=UserWarning)
 # vncdotool starts its Twisted reactor on the first connect if it is not running yet:
 # two slots connecting at once would both try. Connects take turns until the handshake
 # is done, by which time the reactor runs.
