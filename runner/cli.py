@@ -316,7 +316,7 @@ def mcp(
             err.print(f"{vm.name} is up; serving MCP on stdio")
             server.run("stdio")
             return
-        from runner.episode import free_port
+        from runner.net import free_port
         from runner.mcp.http import HttpMcpServer
 
         with HttpMcpServer(server, free_port()) as http:

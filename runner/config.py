@@ -6,6 +6,7 @@ Flags win over environment variables, which win over defaults.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,14 @@ class Settings:
     def episodes_dir(self) -> Path:
         """Per-episode working folders (overlay, serial log); removed at teardown."""
         return self.cache_dir / "episodes"
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the filesystem that holds PATH (or, while PATH does not exist yet, its
+    nearest existing parent)."""
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
 
 
 def private_dir(path: Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from runner.images.catalog import Catalog
-from runner.config import Settings
+from runner.config import Settings, free_bytes
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -129,10 +129,7 @@ def _accel(settings: Settings) -> Check:
 
 
 def _disk(cache_dir: Path) -> Check:
-    probe = cache_dir
-    while not probe.exists():
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free / 2**30
+    free = free_bytes(cache_dir) / 2**30
     detail = f"{free:.1f} GiB free at {cache_dir}"
     if free < MIN_FREE_GIB:
         return Check("disk", "fail", detail, f"free space or move the cache: CU_RUN_HOME=/bigger/disk (need {MIN_FREE_GIB:.0f}+ GiB)")

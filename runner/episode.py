@@ -16,7 +16,6 @@ import json
 import logging
 import secrets
 import shutil
-import socket
 import string
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.images.catalog import Image
-from runner.config import Settings
+from runner.config import Settings, free_bytes
 from runner.display.base import Display
 from runner.errors import GuestUnreachable, InfraError, UsageError
 from runner.guest.base import GuestShell
@@ -388,10 +387,7 @@ def check_free_space(folder: Path, needed: int, what: str) -> None:
     """Raises InfraError, saying how much is free and what needs it, when FOLDER's filesystem
     has less than NEEDED bytes free: better one message before anything starts than a full
     disk under a running VM."""
-    probe = folder
-    while not probe.exists():
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    free = free_bytes(folder)
     if free < needed:
         raise InfraError(f"the filesystem of {folder} has {free / 2**20:.0f} MiB free; {what} needs at least "
                          f"{needed / 2**20:.0f} MiB",
@@ -405,8 +401,3 @@ def new_vnc_password() -> str:
     """Eight random characters: all that VNC's own authentication reads."""
     return "".join(secrets.choice(VNC_PASSWORD_CHARS) for _ in range(8))
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

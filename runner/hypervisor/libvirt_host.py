@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
 from runner.hypervisor.overlay import create_overlay
+from runner.net import free_port
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,9 +120,7 @@ class LibvirtHost:
         return "127.0.0.1"
 
     def free_port(self) -> int:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+        return free_port()
 
     def open_display(self, name: str, *, password: str, pointer_offset: int = 0, fast_capture: bool = True) -> Display:
         address, port = self.vnc_endpoint(name)

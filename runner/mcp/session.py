@@ -15,7 +15,8 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
-from runner.episode import EpisodeVM, free_port
+from runner.episode import EpisodeVM
+from runner.net import free_port
 from runner.guest.agent import GuestAgent
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.server import build_server, resolve_toolsets

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.errors import UsageError
+from runner.runs.report import read_json
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.tasks.model import load_suite
 
@@ -30,7 +31,7 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
         raise UsageError("exporting to Inspect needs inspect_ai", fix="pip install 'cu-run[inspect]'") from None
     if not (run_dir / RESULTS).is_file():
         raise UsageError(f"{run_dir} holds no {RESULTS}: no episode has finished there yet")
-    run = _read_json(run_dir / "run.json")
+    run = read_json(run_dir / "run.json")
     records = ResultLog(run_dir).latest()
     instructions = _instructions(run)
     suite = run.get("suite", {})
@@ -120,10 +121,3 @@ def _text(path: Path) -> str | None:
         return None
     text = path.read_text(errors="replace")
     return text if len(text) <= MAX_LOG_CHARS else text[:MAX_LOG_CHARS] + "\n[cut]"
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -37,7 +37,7 @@ def write_reports(out_dir: Path) -> tuple[Path, Path]:
     """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
     if not (out_dir / RESULTS).is_file() and not (out_dir / "run.json").is_file():
         raise UsageError(f"{out_dir} holds neither {RESULTS} nor run.json: not a run folder")
-    run = _read_json(out_dir / "run.json")
+    run = read_json(out_dir / "run.json")
     records = ResultLog(out_dir).latest()  # none yet when the run was stopped before any episode ended
     task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
     summary = summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())))
@@ -53,7 +53,8 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A run folder's JSON file (run.json), or {} when it is missing or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):

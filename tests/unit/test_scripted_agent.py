@@ -15,7 +15,7 @@ from PIL import Image
 from fakes.display import FakeDisplay, LocalShell
 from runner.mcp.session import McpSession
 from runner.agents.scripted import ScriptedAgent
-from runner.episode import free_port
+from runner.net import free_port
 from runner.errors import UsageError
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.server import build_server
