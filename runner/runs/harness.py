@@ -425,9 +425,8 @@ class Harness:
             self._keep_traceback(task, trial, exc)
         except OSError:
             pass
-        now = datetime.now(UTC).isoformat()
-        return EpisodeRecord(task.id, trial, "infra_error", f"the runner failed: {describe(exc)}", 0.0, slot, 0,
-                             now, now)
+        return self._record(task, trial, "infra_error", f"the runner failed: {describe(exc)}", time.monotonic(),
+                            slot, 0, datetime.now(UTC))
 
     def _keep_traceback(self, task: Task, trial: int, exc: BaseException) -> None:
         ep_dir = self.episode_dir(task, trial)
