@@ -25,10 +25,14 @@ image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
 vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
 export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
+host_app = typer.Typer(no_args_is_help=True, help="Make this machine a cu-run host of a Ray cluster.")
+cluster_app = typer.Typer(no_args_is_help=True, help="Ray clusters of cu-run hosts: try one locally, see its hosts.")
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(export_app, name="export")
+app.add_typer(host_app, name="host")
+app.add_typer(cluster_app, name="cluster")
 
 con = make_console()
 err = make_console(stderr=True)
@@ -176,12 +180,15 @@ def image_warm(
     force: Annotated[bool, typer.Option("--force", help="re-make states that are still current")] = False,
     remove: Annotated[bool, typer.Option("--remove", help="delete the image's warm states instead")] = False,
     accel: AccelOpt = AccelChoice.auto,
+    cluster: ClusterOpt = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Boot each slot once and save its RAM state, so episodes restore in seconds instead of booting.
 
     Resumable: slots whose state is current are kept; an interrupted slot leaves nothing behind.
+    With --cluster: on every host of the cluster, for all of its slots, sending the image first
+    where it is missing.
     """
     from runner.hypervisor.libvirt_host import LibvirtHost
     from runner.session import resolve_accel
@@ -190,6 +197,12 @@ def image_warm(
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     image = Catalog(settings.images_dir).get(name)
+    if cluster:
+        from runner.cluster.driver import warm_on_cluster
+
+        image.verify_disk()
+        warm_on_cluster(image, cluster, accel, force, err)
+        return
     if remove:
         removed = remove_warm(image)
         con.print("\n".join(f"removed {r}" for r in removed) or f"{name} has no warm states")
@@ -371,6 +384,8 @@ TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per ta
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
 RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
+ClusterOpt = Annotated[Optional[str], typer.Option(
+    "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
 
 
 def _comma_list(text: str | None) -> tuple[str, ...]:
@@ -398,6 +413,7 @@ def run(
     gate: Annotated[GateChoice, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
+    cluster: ClusterOpt = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -409,7 +425,7 @@ def run(
     request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                         agent_script=agent_script, record=record)
+                         agent_script=agent_script, record=record, cluster=cluster)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
@@ -426,6 +442,7 @@ def validate(
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     record: RecordOpt = False,
+    cluster: ClusterOpt = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -433,7 +450,8 @@ def validate(
     from runner.runs.run import RunRequest, validate_suite
 
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
-                         trials=trials, out=out, image=image, accel=accel, start=start, record=record)
+                         trials=trials, out=out, image=image, accel=accel, start=start, record=record,
+                         cluster=cluster)
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     raise typer.Exit(code)
 
@@ -528,6 +546,73 @@ def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
         con.print(f"{len(problems)} problems in {checked} tasks")
         raise typer.Exit(1)
     con.print(f"{checked} tasks, no problems")
+
+
+@host_app.command("join")
+def host_join(
+    address: Annotated[str, typer.Argument(help="the Ray head's HOST:PORT")],
+    slots: Annotated[int, typer.Option("--slots", min=1, help="episodes this machine runs at once")] = 1,
+    name: Annotated[Optional[str], typer.Option("--name", help="this host's name [default: the hostname]")] = None,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Join a Ray cluster as a cu-run host and serve episodes until Ctrl-C.
+
+    Checks first that this machine can run episodes. The cluster's token comes from
+    RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token.
+    """
+    from runner.cluster.join import join
+
+    join(address, Settings.resolve(cache_dir, libvirt_uri), slots, name, lambda line: err.print(escape(line)),
+         stopping=lambda: False)
+
+
+@cluster_app.command("local")
+def cluster_local(
+    hosts: Annotated[int, typer.Option("--hosts", min=1, help="cu-run hosts to start, each its own Ray node")] = 2,
+    slots: Annotated[int, typer.Option("--slots", min=1, help="slots per host")] = 1,
+    folder: Annotated[Path, typer.Option("--dir", help="the hosts' cache folders (DIR/host-<i>), logs and token")]
+        = Path("cu-run-cluster"),
+) -> None:
+    """Start a Ray head and N cu-run hosts on this machine, as if they were N machines.
+
+    Prints one JSON line (address, token file, hosts with their cache folder and raylet pid),
+    then serves until Ctrl-C or SIGTERM, when it stops every node and removes their domains.
+    """
+    from runner.cluster.local import LocalCluster
+
+    cluster = LocalCluster(folder, hosts, slots, lambda line: err.print(escape(line), highlight=False))
+    try:
+        described = cluster.start()
+        print(json.dumps(described), flush=True)
+        err.print(f"serving; clients need the token: export RAY_AUTH_TOKEN_PATH={described['token_file']}",
+                  highlight=False)
+        cluster.serve(stopping=lambda: False)
+    finally:
+        with err.status("stopping the cluster: ending runs, stopping nodes, removing domains"):
+            cluster.stop()
+
+
+@cluster_app.command("status")
+def cluster_status_cmd(
+    address: Annotated[str, typer.Argument(help="the Ray head's HOST:PORT")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document instead of a table")] = False,
+) -> None:
+    """Each cu-run host of the cluster: slots, accelerator and CPU, images, warm states, episodes in flight."""
+    from runner.cluster.driver import cluster_status
+
+    hosts = cluster_status(address)
+    if as_json:
+        print(json.dumps({"address": address, "hosts": hosts}, indent=2))
+        return
+    table = Table("host", "version", "slots", "accel", "cpu", "images (sha256)", "warm slots", "in flight")
+    for h in hosts:
+        images = "\n".join(f"{i['name']} {i['sha256'][:12]}" for i in h["images"]) or "-"
+        warm = "\n".join(f"{name}: {len(s)}" for name, s in h["warm"].items() if s) or "-"
+        flight = "\n".join(f"{f['task']} #{f['trial']} ({f['phase']})" for f in h["in_flight"]) or "-"
+        table.add_row(escape(h["name"]), h["version"], str(h["slots"]), h["accel"].upper(),
+                      escape(f"{h['facts']['cpu']} x{h['facts']['cores']}"), images, warm, escape(flight))
+    con.print(table)
 
 
 def main() -> None:

@@ -52,6 +52,6 @@ if [ ! -x .venv/bin/cu-run ] || [ pyproject.toml -nt .venv/.installed ]; then
     echo "== virtualenv .venv"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[test,inspect]'
+    .venv/bin/pip install -q -e '.[test,inspect,cluster]'
     touch .venv/.installed
 fi

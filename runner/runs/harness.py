@@ -169,15 +169,22 @@ class Harness:
                     task, trial = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                try:
-                    record = self._with_retries(slot, task, trial)
-                except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
-                    record = self._runner_failure(slot, task, trial, exc)
+                record = self.run_one(slot, task, trial)
                 if record is not None:
                     self._keep(record)
         finally:
             self.status[slot] = SlotStatus()
             finished.set()
+
+    def run_one(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
+        """One (task, trial) on SLOT, infra errors retried on a fresh VM: its record, which is not
+        written to the results (the caller keeps it), or None when the run was stopped first."""
+        try:
+            return self._with_retries(slot, task, trial)
+        except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
+            return self._runner_failure(slot, task, trial, exc)
+        finally:
+            self.status[slot] = SlotStatus()
 
     def _with_retries(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         started = datetime.now(UTC)

@@ -22,7 +22,7 @@ from PIL import ImageDraw
 
 from runner.errors import UsageError
 from runner.runs.recording import RECORDING
-from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
 
 THUMB_WIDTH = 480
@@ -85,7 +85,10 @@ def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRe
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{e(suite)}: agent {e(agent)}</h1>", "<h2>Summary</h2>", _summary_table(overall),
-             "<h2>Provenance</h2>", _provenance(run), "<h2>Tasks</h2>", _task_table(summary), "<h2>Episodes</h2>"]
+             "<h2>Provenance</h2>", _provenance(run), "<h2>Tasks</h2>", _task_table(summary)]
+    if _is_cluster(summary):
+        parts += ["<h2>Hosts</h2>", _host_table(summary["hosts"])]
+    parts.append("<h2>Episodes</h2>")
     for r in records:
         parts.append(_episode(out_dir, r))
     parts.append("</body></html>")
@@ -120,7 +123,7 @@ def _provenance(run: dict) -> str:
     """run.json as readable tables: one row per fact, nested facts as a table of their own,
     nothing shown for a value that is not there."""
     keys = ("started_at", "ended_at", "resumed_at", "pool", "accel", "start", "hypervisor", "image", "suite", "agent",
-            "runner", "host")
+            "runner", "host", "hosts")
     rows = [f"<tr><th>{html.escape(key.replace('_', ' '))}</th><td>{_value(run[key])}</td></tr>"
             for key in keys if key in run and run[key] not in (None, [], {})]
     return "<table>" + "".join(rows) + "</table>" if rows else "<p>no run.json</p>"
@@ -137,6 +140,22 @@ def _value(value: object) -> str:
     if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
         return f"<code title='{text}'>{text[:16]}...</code>"  # a sha256: short, the whole on hover
     return html.escape(text)
+
+
+def _is_cluster(summary: dict) -> bool:
+    return any(name != LOCAL_HOST for name in summary.get("hosts", {}))
+
+
+def _host_table(hosts: dict) -> str:
+    """Per host of a cluster run: a machine with many infra errors or slow phases stands out."""
+    rows = []
+    for name, h in hosts.items():
+        medians = ", ".join(f"{p} {v:.1f} s" for p, v in h["phase_medians"].items())
+        bad = " class='infra_error'" if h["infra_error"] else ""
+        rows.append(f"<tr><td>{html.escape(name)}</td><td>{h['episodes']}</td><td{bad}>{h['infra_error']}</td>"
+                    f"<td>{h['attempts']}</td><td>{html.escape(medians)}</td></tr>")
+    return ("<table><tr><th>host</th><th>episodes</th><th>infra errors</th><th>attempts</th>"
+            "<th>phase medians</th></tr>" + "".join(rows) + "</table>")
 
 
 def _task_table(summary: dict) -> str:

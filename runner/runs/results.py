@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from runner.scoring.stats import is_flaky, wilson
 Outcome = Literal["pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error")
 RESULTS = "results.jsonl"
+LOCAL_HOST = "local"
 
 
 @dataclass
@@ -36,6 +38,7 @@ class EpisodeRecord:
     violations: list[dict] = field(default_factory=list)  # safety: {rule, step, detail}
     changed: list[str] = field(default_factory=list)  # write-set changes outside the allowed paths
     check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
+    host: str = LOCAL_HOST  # the cu-run host it ran on: "local", or a cluster host's name
 
 
 class ResultLog:
@@ -104,7 +107,23 @@ def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proo
                                    if r.task_id == t and r.outcome == "verifier_error"]
                                for t in task_ids if per_task[t]["outcomes"]["verifier_error"]}
     overall["not_tamper_proof_tasks"] = [t for t in task_ids if t in not_tamper_proof]
-    return {"tasks": per_task, "overall": overall}
+    return {"tasks": per_task, "overall": overall, "hosts": by_host(records)}
+
+
+def by_host(records: list[EpisodeRecord]) -> dict:
+    """Per host: episodes, infra errors and the median of each phase, so a bad machine stands out."""
+    hosts: dict[str, dict] = {}
+    for name in sorted({r.host for r in records}):
+        mine = [r for r in records if r.host == name]
+        phases = sorted({p for r in mine for p in r.phases})
+        hosts[name] = {
+            "episodes": len(mine),
+            "infra_error": sum(1 for r in mine if r.outcome == "infra_error"),
+            "attempts": sum(r.attempts for r in mine),
+            "phase_medians": {p: round(statistics.median(r.phases[p] for r in mine if p in r.phases), 3)
+                              for p in phases},
+        }
+    return hosts
 
 
 def missing(records: list[EpisodeRecord], planned: list[tuple[str, int]]) -> list[tuple[str, int]]:

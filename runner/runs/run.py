@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +34,7 @@ from runner.runs.admission import admit, available_mib
 from runner.runs.provenance import host_facts, runner_facts
 from runner.runs.report import write_reports
 from runner.tasks.lint import lint_task_scripts
-from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, missing, summarize
+from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks.model import Suite, Task, load_suite
 from runner.images.start_plan import StartPlan, plan_start
@@ -62,6 +64,7 @@ class RunRequest:
     gate: str = "all"  # --fail-under over all tasks, or only the stable (non-flaky) ones
     agent_script: str = "ui_oracle.yaml"  # the scripted agent's script, per task
     record: bool = False  # each episode's screen to recording.mp4
+    cluster: str | None = None  # a Ray cluster's address: run on its cu-run hosts (runner.cluster)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     plan = plan_run(settings, request)
     if (warning := licence_warning(plan.image)) is not None:
         console.print(f"[yellow]{warning}[/]")
+    if request.cluster:
+        from runner.cluster.driver import run_on_cluster
+
+        return run_on_cluster(request, plan, console)
     accel, probe = resolve_accel(settings, plan.image, request.accel)
     admission = admit(request.vm_pool, plan.image.manifest.memory_mib, accel, available_mib())
     if admission.capped:
@@ -141,28 +148,50 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     provenance = _provenance(settings, request, plan, host, accel, probe.reason, start)
     provenance["pool"] = {"asked": request.vm_pool, "used": vm_pool, "per_vm_mib": admission.per_vm_mib,
                           "available_mib": admission.available_mib}
-    _write_json(plan.out_dir / "run.json", provenance)
+    write_json(plan.out_dir / "run.json", provenance)
     console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
                   f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
                   f"pool {vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
     pool = PoolConfig(image=plan.image, accel=accel, vm_pool=vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
                       suite_rules=plan.suite.safety, record=request.record)
-    harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: _print_record(console, r))
+    harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: print_record(console, r))
+    try:
+        with finishing(plan, request, log, provenance, console):
+            _run_pool(harness, work, console)
+    finally:
+        host.close()
+    return finish_run(plan, request, log, provenance, console)
+
+
+@contextmanager
+def finishing(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict, console: Console) -> Iterator[None]:
+    """Around a run's pool: an interrupted run says how far it got, and the reports are
+    written from what the log holds however the pool ends."""
     planned = plan.planned(request.trials)
     try:
-        _run_pool(harness, work, console)
+        yield
     except KeyboardInterrupt:
         done = len(planned) - len(missing(log.latest(), planned))
         console.print(f"interrupted: {done} of {len(planned)} episodes have a result; "
                       "the same command with --resume continues the run", highlight=False)
+        _report(plan, request, log, provenance)
         raise
-    finally:
-        host.close()
-        records, summary = _report(plan, request, log, provenance)
+    except BaseException:
+        _report(plan, request, log, provenance)
+        raise
+
+
+def finish_run(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict, console: Console,
+               why_lost: str | None = None) -> RunResult:
+    """The summary, reports and exit code of a run whose pool has ended."""
+    records, summary = _report(plan, request, log, provenance)
     _print_summary(console, summary)
     console.print(f"report: {plan.out_dir / 'report.html'}")
-    exit_code, message = run_exit_code(summary, missing(records, planned), request.fail_under, request.gate)
+    lost = missing(records, plan.planned(request.trials))
+    exit_code, message = run_exit_code(summary, lost, request.fail_under, request.gate)
+    if lost and why_lost:
+        message = f"{why_lost}: {message}"
     if message:
         console.print(f"[bold red]{escape(message)}[/]", highlight=False)
     return RunResult(plan.out_dir, summary, records, exit_code)
@@ -170,7 +199,17 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
 
 def _provenance(settings: Settings, request: RunRequest, plan: RunPlan, host: LibvirtHost, accel: str,
                 probe: str, start: StartPlan) -> dict:
-    """run.json: what ran where; a resumed run keeps the first and notes when it resumed."""
+    """run.json of a run on this machine."""
+    return base_provenance(request, plan, {
+        "host": host_facts(),
+        "accel": {"used": accel, "requested": request.accel, "probe": probe},
+        "start": {"used": start.mode, "requested": request.start, "notice": start.notice},
+        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
+    })
+
+
+def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
+    """run.json: what ran, plus WHERE it ran; a resumed run keeps the first and notes when it resumed."""
     started_at = datetime.now(UTC).isoformat()
     if plan.previous:
         plan.previous["resumed_at"].append(started_at)
@@ -178,10 +217,7 @@ def _provenance(settings: Settings, request: RunRequest, plan: RunPlan, host: Li
     tasks, image = plan.tasks, plan.image
     return {
         "started_at": started_at,
-        "host": host_facts(),
-        "accel": {"used": accel, "requested": request.accel, "probe": probe},
-        "start": {"used": start.mode, "requested": request.start, "notice": start.notice},
-        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
+        **where,
         "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
                   "builder": image.manifest.builder},
         "suite": {"name": plan.suite.name, "path": str(plan.suite.folder), "content_sha256": plan.suite.content_hash(),
@@ -204,9 +240,9 @@ def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict
     wanted = {t.id for t in plan.tasks}
     records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
     summary = summarize(records, [t.id for t in plan.tasks], tuple(provenance["suite"].get("not_tamper_proof", ())))
-    _write_json(plan.out_dir / "summary.json", summary)
+    write_json(plan.out_dir / "summary.json", summary)
     provenance["ended_at"] = datetime.now(UTC).isoformat()
-    _write_json(plan.out_dir / "run.json", provenance)
+    write_json(plan.out_dir / "run.json", provenance)
     write_reports(plan.out_dir)
     return records, summary
 
@@ -299,7 +335,7 @@ def _arguments(request: RunRequest) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in request.__dict__.items()}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
@@ -317,11 +353,11 @@ _STYLE = {"pass": "green", "fail": "red", "timeout": "yellow", "agent_error": "m
           "verifier_error": "bold magenta", "infra_error": "bold red"}
 
 
-def _print_record(console: Console, r: EpisodeRecord) -> None:
+def print_record(console: Console, r: EpisodeRecord) -> None:
     # The reason may quote what the guest printed: it is text, never markup.
     reason = f" {escape(r.reason)}" if r.reason else ""
     console.print(f"[{_STYLE[r.outcome]}]{r.outcome:>14}[/] {escape(r.task_id)} #{r.trial} "
-                  f"(slot {r.slot}, {r.duration_s:.0f} s){reason}", highlight=False)
+                  f"({'' if r.host == LOCAL_HOST else r.host + ' '}slot {r.slot}, {r.duration_s:.0f} s){reason}", highlight=False)
 
 
 def _print_summary(console: Console, summary: dict) -> None:

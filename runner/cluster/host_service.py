@@ -1,0 +1,291 @@
+"""A cu-run host: what one lab machine does for a cluster run, as a long-lived Ray actor.
+
+It owns the machine's libvirt, catalog, warm slots and episode VMs, through the same Host
+seam and Harness as a run on one machine; only the queue stays with the driver. Each driver
+run is begun once (suite, agent, image, start mode), then episodes are asked for one at a
+time, one per slot, and come back as a record and a tar of the episode's artifacts.
+
+A driver holds its run by a lease it renews every few seconds. A driver that is killed stops
+renewing it, and the host then destroys that run's VMs. A host that starts (or restarts after
+its machine came back) first collects its own orphans, as `cu-run gc` would.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import tarfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from runner import __version__
+from runner.agents.registry import make_agent
+from runner.config import Settings, private_dir
+from runner.errors import InfraError, UsageError
+from runner.cluster.image_transfer import ImageReceiver
+from runner.gc import collect_garbage
+from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.images.catalog import Catalog
+from runner.images.start_plan import plan_start
+from runner.images.warm_state import list_slots
+from runner.images.warming import warm_image
+from runner.runs.admission import admit, available_mib
+from runner.runs.harness import Harness, PoolConfig
+from runner.runs.provenance import host_facts
+from runner.session import new_run_id, resolve_accel
+from runner.tasks.model import load_suite
+
+log = logging.getLogger(__name__)
+
+LEASE_S = 30.0  # a run whose driver has not renewed its lease for this long is ended
+LEASE_CHECK_S = 2.0
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """What a driver asks a host to get ready for: everything an episode needs but the episode."""
+
+    run_key: str
+    suite_name: str
+    suite_sha256: str
+    suite_tar: bytes
+    image: str
+    image_sha256: str
+    agent: str
+    accel: str = "auto"
+    start: str = "auto"
+    agent_cmd: str | None = None
+    max_turns: int = 50
+    agent_script: str = "ui_oracle.yaml"
+    tools: tuple[str, ...] = ()
+    max_steps: int | None = None
+    record: bool = False
+
+
+@dataclass
+class HostRun:
+    harness: Harness
+    tasks: dict
+    folder: Path
+    renewed: float = field(default_factory=time.monotonic)
+
+
+class Leases:
+    """When each run's driver last spoke; which runs it has abandoned."""
+
+    def __init__(self, lease_s: float = LEASE_S, clock=time.monotonic) -> None:
+        self.lease_s = lease_s
+        self.clock = clock
+        self._renewed: dict[str, float] = {}
+
+    def renew(self, key: str) -> None:
+        self._renewed[key] = self.clock()
+
+    def drop(self, key: str) -> None:
+        self._renewed.pop(key, None)
+
+    def expired(self) -> list[str]:
+        now = self.clock()
+        return [k for k, t in list(self._renewed.items()) if now - t > self.lease_s]
+
+
+class HostService:
+    def __init__(self, name: str, cache_dir: str, slots: int, libvirt_uri: str | None = None) -> None:
+        self.name = name
+        self.slots = slots
+        self.settings = Settings.resolve(Path(cache_dir), libvirt_uri)
+        private_dir(self.settings.cache_dir)
+        self.host = LibvirtHost(self.settings.libvirt_uri)
+        self.receiver = ImageReceiver(self.settings)
+        self.leases = Leases()
+        self._runs: dict[str, HostRun] = {}
+        self._lock = threading.Lock()
+        report = collect_garbage(self.host, self.settings)  # a host that comes back clears its own orphans
+        self.collected = report.removed
+        for line in report.removed:
+            log.warning("host %s: removed %s", name, line)
+        threading.Thread(target=self._watch_leases, name="leases", daemon=True).start()
+
+    # -- what the host is
+
+    def info(self) -> dict:
+        accel, probe = resolve_accel(self.settings, None, "auto")
+        images = Catalog(self.settings.images_dir).images()
+        return {
+            "name": self.name, "version": __version__, "slots": self.slots, "pid": os.getpid(),
+            "cache_dir": str(self.settings.cache_dir), "accel": accel, "accel_reason": probe.reason,
+            "facts": host_facts(), "versions": self.host.versions(),
+            "images": [{"name": i.name, "sha256": i.manifest.disk_sha256, "profile": i.manifest.profile}
+                       for i in images],
+            "warm": {i.name: [s.state.slot for s in list_slots(i)] for i in images},
+            "in_flight": self.in_flight(), "collected_at_start": self.collected,
+        }
+
+    def in_flight(self) -> list[dict]:
+        now = time.monotonic()
+        with self._lock:
+            runs = list(self._runs.items())
+        return [{"run": key, "slot": slot, "task": s.task_id, "trial": s.trial, "phase": s.phase,
+                 "elapsed_s": round(now - s.since, 1)}
+                for key, run in runs for slot, s in sorted(run.harness.status.items()) if s.task_id]
+
+    # -- images
+
+    def image_begin(self, name: str, files: dict[str, int]) -> None:
+        self.receiver.begin(name, files)
+
+    def image_write(self, name: str, rel: str, offset: int, data: bytes) -> None:
+        self.receiver.write(name, rel, offset, data)
+
+    def image_commit(self, name: str, sha256: str, modes: dict[str, int]) -> str:
+        return str(self.receiver.commit(name, sha256, modes).folder)
+
+    def image_abandon(self, name: str) -> None:
+        self.receiver.abandon(name)
+
+    def warm(self, image_name: str, accel: str = "auto", force: bool = False) -> list[str]:
+        """Makes a warm state for each of this host's slots (tied to its CPU and QEMU)."""
+        image = Catalog(self.settings.images_dir).get(image_name)
+        chosen, _ = resolve_accel(self.settings, image, accel)
+        lines: list[str] = []
+        warm_image(self.host, self.settings, image, self._admitted(image, chosen), chosen, force=force,
+                   progress=lines.append)
+        return lines
+
+    def _admitted(self, image, accel: str) -> int:
+        return admit(self.slots, image.manifest.memory_mib, accel, available_mib()).admitted
+
+    # -- runs
+
+    def begin_run(self, order: RunOrder) -> dict:
+        """Gets ready for ORDER's episodes: its suite unpacked, its agent made, its image checked,
+        its start mode decided (warm states made at first use)."""
+        suite = load_suite(str(self._unpack_suite(order)))
+        if suite.content_hash() != order.suite_sha256:
+            raise InfraError(f"host {self.name}: suite {order.suite_name} arrived changed")
+        image = Catalog(self.settings.images_dir).get(order.image)
+        if image.manifest.disk_sha256 != order.image_sha256:
+            raise UsageError(f"host {self.name} has another {order.image} than the driver's")
+        image.verify_disk()
+        accel, probe = resolve_accel(self.settings, image, order.accel)
+        slots = self._admitted(image, accel)
+        notes: list[str] = []
+        if slots < self.slots:
+            notes.append(f"{slots} of its {self.slots} slots fit in its memory")
+        start = self._start(order, image, accel, slots, notes)
+        agent = make_agent(order.agent, suite.tasks, command=order.agent_cmd, max_turns=order.max_turns,
+                           script=order.agent_script)
+        folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
+        pool = PoolConfig(image=image, accel=accel, vm_pool=slots, run_id=new_run_id(), toolsets=order.tools,
+                          max_steps=order.max_steps, warm=start.slots, suite_rules=suite.safety, record=order.record)
+        with self._lock:
+            self._runs[order.run_key] = HostRun(Harness(self.host, self.settings, pool, agent, folder),
+                                                {t.id: t for t in suite.tasks}, folder)
+            self.leases.renew(order.run_key)
+        return {"slots": slots, "accel": accel, "accel_reason": probe.reason, "start": start.mode,
+                "notes": notes, "facts": host_facts(), "versions": self.host.versions(),
+                "agent_version": agent.version()}
+
+    def _start(self, order: RunOrder, image, accel: str, slots: int, notes: list[str]):
+        if order.start == "cold":
+            return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
+        try:
+            lines: list[str] = []
+            warm_image(self.host, self.settings, image, slots, accel, progress=lines.append)
+            made = [line for line in lines if "warm in" in line]
+            if made:
+                notes.append(f"made {len(made)} warm states at first use")
+        except Exception as exc:  # noqa: BLE001 - auto falls back to a cold start, saying why
+            if order.start == "warm":
+                raise
+            notes.append(f"starting cold: warming failed: {exc}")
+            return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
+        plan = plan_start(order.start, self.host, image, accel, self.settings.libvirt_uri, slots)
+        if plan.notice:
+            notes.append(plan.notice)
+        return plan
+
+    def _unpack_suite(self, order: RunOrder) -> Path:
+        root = self.settings.cache_dir / "cluster" / "suites" / order.suite_sha256
+        folder = root / order.suite_name
+        if not folder.is_dir():
+            scratch = root.with_name(f"{root.name}.{os.getpid()}.{threading.get_ident()}")
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir(parents=True)
+            with tarfile.open(fileobj=io.BytesIO(order.suite_tar)) as tar:
+                tar.extractall(scratch, filter="data")
+            try:
+                scratch.rename(root)
+            except OSError:
+                shutil.rmtree(scratch, ignore_errors=True)  # another slot unpacked it first
+        return folder
+
+    def run_episode(self, run_key: str, task_id: str, trial: int, slot: int) -> tuple[dict, bytes]:
+        """One episode on SLOT: its record (host named) and its artifacts as a tar, which leave this host."""
+        run = self._run(run_key)
+        record = run.harness.run_one(slot, run.tasks[task_id], trial)
+        if record is None:
+            raise InfraError(f"host {self.name}: the run ended before {task_id} #{trial} finished")
+        record.host = self.name
+        return asdict(record), pack_episode(run.folder, task_id, trial)
+
+    def lease(self, run_key: str) -> bool:
+        with self._lock:
+            known = run_key in self._runs
+            if known:
+                self.leases.renew(run_key)
+        return known
+
+    def end_run(self, run_key: str) -> None:
+        """Stops RUN_KEY's episodes (their VMs destroyed) and forgets it."""
+        with self._lock:
+            run = self._runs.pop(run_key, None)
+            self.leases.drop(run_key)
+        if run is not None:
+            run.harness.stop()
+            shutil.rmtree(run.folder, ignore_errors=True)
+
+    def shutdown(self) -> None:
+        """Ends every run: the host is leaving the cluster."""
+        for key in list(self._runs):
+            self.end_run(key)
+
+    def _run(self, run_key: str) -> HostRun:
+        with self._lock:
+            run = self._runs.get(run_key)
+        if run is None:
+            raise InfraError(f"host {self.name} has no run {run_key}: it was never begun here, or its "
+                             "driver stopped renewing its lease")
+        return run
+
+    def _watch_leases(self) -> None:
+        while True:
+            time.sleep(LEASE_CHECK_S)
+            for key in self.leases.expired():
+                log.warning("host %s: the driver of run %s is gone; destroying its VMs", self.name, key)
+                self.end_run(key)
+
+
+def pack_episode(folder: Path, task_id: str, trial: int) -> bytes:
+    """The episode folder and its failed attempts' folders as a tar, then removed here."""
+    parent = folder / task_id
+    names = sorted(p.name for p in parent.glob(f"{trial}*") if p.name == str(trial)
+                   or p.name.startswith(f"{trial}.infra-attempt-")) if parent.is_dir() else []
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in names:
+            tar.add(parent / name, arcname=name)
+    for name in names:
+        shutil.rmtree(parent / name, ignore_errors=True)
+    return buffer.getvalue()
+
+
+def unpack_episode(data: bytes, task_dir: Path) -> None:
+    """The driver's side of pack_episode: into the run folder's TASK_DIR, nothing outside it."""
+    private_dir(task_dir)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(task_dir, filter="data")
