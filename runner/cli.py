@@ -591,6 +591,7 @@ def cluster_local(
     finally:
         with err.status("stopping the cluster: ending runs, stopping nodes, removing domains"):
             cluster.stop()
+        err.print("every node stopped and the hosts' domains removed")
 
 
 @cluster_app.command("status")

@@ -36,7 +36,6 @@ class LocalHost:
     cache_dir: Path
     node: subprocess.Popen
     pid: int  # the node's raylet
-    actor: object = None
 
 
 def ensure_token(folder: Path) -> Path:
@@ -78,11 +77,19 @@ class LocalCluster:
             self.say(f"starting {name} ({self.slots} slots, cache {cache_dir})")
             node = start_host_node(self.address, name, self.slots, self.folder / f"{name}.log", self.env,
                                    node_ip="127.0.0.1")
-            host = LocalHost(name, cache_dir, node, raylet_pid(node))
-            self.hosts.append(host)
+            self.hosts.append(LocalHost(name, cache_dir, node, raylet_pid(node)))
             wait_for_node(ray, name)
-            host.actor = place_host_actor(ray, name, cache_dir, self.slots)
+            place_host_actor(ray, name, cache_dir, self.slots)
+        # Not a client while serving: Ray's client would take SIGTERM from cu-run's own handler.
+        disconnect()
         return self.describe()
+
+    def actors(self):
+        """Connected to the cluster: (ray, every host's actor handle)."""
+        from runner.cluster.ray_link import HOST_PREFIX, NAMESPACE
+
+        ray = connect(self.address)
+        return ray, [ray.get_actor(HOST_PREFIX + h.name, namespace=NAMESPACE) for h in self.hosts]
 
     def describe(self) -> dict:
         return {"address": self.address, "token_file": str(self.token),
@@ -106,12 +113,12 @@ class LocalCluster:
         """Every host's runs ended and its actor removed, every node stopped, then each host's
         leftovers collected (their owners are gone now)."""
         try:
-            import ray
-
-            if ray.is_initialized():
-                for host in self.hosts:
-                    if host.actor is not None:
-                        remove_host_actor(ray, host.actor)
+            if self.hosts and self.head is not None and self.head.poll() is None:
+                ray, actors = self.actors()
+                for actor in actors:
+                    remove_host_actor(ray, actor)
+        except Exception as exc:  # noqa: BLE001 - the nodes are stopped and collected below all the same
+            self.say(f"could not end the hosts' runs through Ray ({exc}); stopping their nodes")
         finally:
             disconnect()
             for host in self.hosts:

@@ -17,6 +17,7 @@ from typing import Any
 
 from runner import __version__
 from runner.errors import InfraError, UsageError
+from runner.owner import raise_on_termination
 
 NAMESPACE = "cu-run"
 HOST_PREFIX = "host:"  # a host actor is the named actor "host:<name>" in NAMESPACE
@@ -96,6 +97,9 @@ def connect(address: str) -> Any:
     except ConnectionError as exc:
         raise UsageError(f"the Ray cluster at {address} refused this client: the token ({token_source()}) "
                          "is not the cluster's, or the address is not a Ray head", fix=TOKEN_FIX) from exc
+    # Ray's client takes SIGTERM for itself (it exits on the spot); cu-run's handler unwinds
+    # instead, so what was started is stopped and removed.
+    raise_on_termination()
     return ray
 
 
@@ -151,6 +155,7 @@ def disconnect() -> None:
         return
     if ray.is_initialized():
         ray.shutdown()
+        raise_on_termination()  # the client's shutdown leaves SIGTERM at its default (exit on the spot)
 
 
 def unreachable(name: str, exc: BaseException) -> InfraError:
