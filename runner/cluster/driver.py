@@ -67,6 +67,9 @@ class RayHost:
 def run_on_cluster(request: RunRequest, plan: RunPlan, console: Console) -> RunResult:
     address = request.cluster
     assert address is not None
+    if request.vm_pool != 1:
+        console.print(f"[yellow]--vm-pool {request.vm_pool} is not used with --cluster: each host runs one "
+                      "episode per slot (host join --slots)[/]")
     ray = connect(address)
     run_key = f"{plan.out_dir.name}-{secrets.token_hex(3)}"
     begun: list[tuple[HostLink, dict]] = []

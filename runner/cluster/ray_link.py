@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
-from runner.errors import InfraError, UsageError
+from runner.errors import UsageError
 from runner.owner import raise_on_termination
 
 NAMESPACE = "cu-run"
@@ -156,7 +156,3 @@ def disconnect() -> None:
     if ray.is_initialized():
         ray.shutdown()
         raise_on_termination()  # the client's shutdown leaves SIGTERM at its default (exit on the spot)
-
-
-def unreachable(name: str, exc: BaseException) -> InfraError:
-    return InfraError(f"host {name} is gone: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")

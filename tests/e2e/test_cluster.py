@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from vmtools import cu_run, leftovers, wait_for
+from vmtools import leftovers, wait_for
 
 from runner.config import Settings
 from runner.images.catalog import Catalog, sha256_file
@@ -124,6 +124,35 @@ def test_a_killed_driver_s_vms_are_destroyed_by_the_hosts(local_cluster, host, t
         driver.wait()
     # The hosts stop hearing the driver's lease (30 s) and destroy its episodes' VMs.
     wait_for(lambda: not _cluster_domains(host), 120, "the hosts to destroy the dead driver's VMs")
+    # Nothing already done is lost: --resume finishes the run, every episode recorded once.
+    done = (tmp_path / "run" / "results.jsonl").read_text().splitlines() \
+        if (tmp_path / "run" / "results.jsonl").exists() else []
+    resumed = _in(local_cluster, "run", "--suite", "linux-core", "--agent", "oracle", "--cluster",
+                  local_cluster["address"], "--out", str(tmp_path / "run"), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{len(LINUX_CORE) - len(done)} episodes to go" in resumed.stderr
+    records = _results(tmp_path / "run")
+    assert sorted(r["task_id"] for r in records) == LINUX_CORE and {r["outcome"] for r in records} == {"pass"}
+
+
+def test_a_machine_joins_as_a_host_and_leaves_on_sigterm(local_cluster, tmp_path):
+    joined = subprocess.Popen([sys.executable, "-m", "runner", "host", "join", local_cluster["address"], "--slots", "1",
+                               "--name", "joined", "--cache-dir", str(tmp_path / "joined")],
+                              env=local_cluster["env"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "is serving" not in line:
+            line = joined.stderr.readline()
+            assert line or joined.poll() is None, "host join ended before it served"
+        status = _in(local_cluster, "cluster", "status", local_cluster["address"], "--json", timeout=120)
+        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
+        assert hosts["joined"]["slots"] == 1 and hosts["joined"]["cache_dir"] == str(tmp_path / "joined")
+    finally:
+        joined.send_signal(signal.SIGTERM)
+        rest = joined.communicate(timeout=120)[1]
+    assert "host joined left" in rest
+    status = _in(local_cluster, "cluster", "status", local_cluster["address"], "--json", timeout=120)
+    assert {h["name"] for h in json.loads(status.stdout)["hosts"]} == {"host-0", "host-1"}
 
 
 def test_a_host_killed_mid_run_loses_no_episode(local_cluster, host, tmp_path):
