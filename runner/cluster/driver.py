@@ -51,7 +51,8 @@ class RayHost:
         self._lost = host_lost_errors(ray)
 
     def run_episode(self, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
-        ref = self.link.actor.run_episode.remote(self.run_key, task_id, trial, slot)
+        # SLOT is the driver's lane on this host; the host picks the machine slot itself.
+        ref = self.link.actor.run_episode.remote(self.run_key, task_id, trial)
         while True:
             try:
                 return self.ray.get(ref, timeout=1.0)

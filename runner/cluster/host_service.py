@@ -15,10 +15,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import queue
 import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -93,6 +95,28 @@ class Leases:
         return [k for k, t in list(self._renewed.items()) if now - t > self.lease_s]
 
 
+class SlotPool:
+    """The machine's slots, shared by every driver's run: two runs on one host never hold the
+    same slot (its warm state, its domain name) at once; another waits for one to be free."""
+
+    def __init__(self, slots: int) -> None:
+        self._free: queue.Queue[int] = queue.Queue()
+        for slot in range(slots):
+            self._free.put(slot)
+
+    def take(self, still_wanted: Callable[[], object], poll_s: float = 1.0) -> int:
+        """A free slot, waiting as long as STILL_WANTED does not raise (a run that ends stops waiting)."""
+        while True:
+            still_wanted()
+            try:
+                return self._free.get(timeout=poll_s)
+            except queue.Empty:
+                continue
+
+    def give(self, slot: int) -> None:
+        self._free.put(slot)
+
+
 class HostService:
     def __init__(self, name: str, cache_dir: str, slots: int, libvirt_uri: str | None = None) -> None:
         self.name = name
@@ -104,6 +128,7 @@ class HostService:
         self.leases = Leases()
         self._runs: dict[str, HostRun] = {}
         self._lock = threading.Lock()
+        self.free_slots = SlotPool(slots)
         report = collect_garbage(self.host, self.settings)  # a host that comes back clears its own orphans
         self.collected = report.removed
         for line in report.removed:
@@ -224,14 +249,20 @@ class HostService:
                 shutil.rmtree(scratch, ignore_errors=True)  # another slot unpacked it first
         return folder
 
-    def run_episode(self, run_key: str, task_id: str, trial: int, slot: int) -> tuple[dict, bytes]:
-        """One episode on SLOT: its record (host named) and its artifacts as a tar, which leave this host."""
-        run = self._run(run_key)
-        record = run.harness.run_one(slot, run.tasks[task_id], trial)
+    def run_episode(self, run_key: str, task_id: str, trial: int) -> tuple[dict, bytes]:
+        """One episode on the next free slot: its record (host and slot named) and its artifacts
+        as a tar, which leave this host."""
+        slot = self.free_slots.take(lambda: self._run(run_key))
+        try:
+            run = self._run(run_key)
+            record = run.harness.run_one(slot, run.tasks[task_id], trial)
+        finally:
+            self.free_slots.give(slot)
         if record is None:
             raise InfraError(f"host {self.name}: the run ended before {task_id} #{trial} finished")
         record.host = self.name
         return asdict(record), pack_episode(run.folder, task_id, trial)
+
 
     def lease(self, run_key: str) -> bool:
         with self._lock:

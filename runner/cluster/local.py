@@ -22,7 +22,7 @@ from pathlib import Path
 
 from runner.cluster.nodes import (place_host_actor, raylet_pid, remove_host_actor, start_head, start_host_node,
                                   stop_node, wait_for_node)
-from runner.cluster.ray_link import connect, disconnect
+from runner.cluster.ray_link import HOST_PREFIX, NAMESPACE, connect, disconnect
 from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
 from runner.net import free_port
@@ -77,19 +77,24 @@ class LocalCluster:
             self.say(f"starting {name} ({self.slots} slots, cache {cache_dir})")
             node = start_host_node(self.address, name, self.slots, self.folder / f"{name}.log", self.env,
                                    node_ip="127.0.0.1")
-            self.hosts.append(LocalHost(name, cache_dir, node, raylet_pid(node)))
+            host = LocalHost(name, cache_dir, node, 0)
+            self.hosts.append(host)  # before anything can fail: stop() stops every node started
+            host.pid = raylet_pid(node)
             wait_for_node(ray, name)
             place_host_actor(ray, name, cache_dir, self.slots)
         # Not a client while serving: Ray's client would take SIGTERM from cu-run's own handler.
         disconnect()
         return self.describe()
 
-    def actors(self):
-        """Connected to the cluster: (ray, every host's actor handle)."""
-        from runner.cluster.ray_link import HOST_PREFIX, NAMESPACE
-
+    def _end_hosts(self) -> None:
+        """Every host actor that was placed ends its runs (their VMs destroyed) and goes."""
         ray = connect(self.address)
-        return ray, [ray.get_actor(HOST_PREFIX + h.name, namespace=NAMESPACE) for h in self.hosts]
+        for host in self.hosts:
+            try:
+                actor = ray.get_actor(HOST_PREFIX + host.name, namespace=NAMESPACE)
+            except ValueError:
+                continue  # the start stopped before this host's actor was placed
+            remove_host_actor(ray, actor)
 
     def describe(self) -> dict:
         return {"address": self.address, "token_file": str(self.token),
@@ -114,9 +119,7 @@ class LocalCluster:
         leftovers collected (their owners are gone now)."""
         try:
             if self.hosts and self.head is not None and self.head.poll() is None:
-                ray, actors = self.actors()
-                for actor in actors:
-                    remove_host_actor(ray, actor)
+                self._end_hosts()
         except Exception as exc:  # noqa: BLE001 - the nodes are stopped and collected below all the same
             self.say(f"could not end the hosts' runs through Ray ({exc}); stopping their nodes")
         finally:

@@ -154,3 +154,26 @@ def test_a_cluster_without_hosts_or_with_another_version_is_refused():
     assert "lab-1 runs 0.0.1" in info.value.message
     hosts = find_hosts(FakeRay([{"name": "lab-1", "version": "0.0.1"}]), "a:1", check_version=False)
     assert [h.name for h in hosts] == ["lab-1"]
+
+
+def test_two_runs_on_one_host_never_hold_the_same_slot_and_an_ended_run_stops_waiting():
+    import threading
+
+    from runner.cluster.host_service import SlotPool
+
+    pool = SlotPool(1)
+    first = pool.take(lambda: None)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(pool.take(lambda: None, poll_s=0.05)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and got == []  # the only slot is held: the other run waits
+    pool.give(first)
+    waiter.join(5)
+    assert got == [first]
+
+    def ended():
+        raise InfraError("the run ended")
+
+    with pytest.raises(InfraError, match="ended"):
+        pool.take(ended, poll_s=0.05)
