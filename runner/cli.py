@@ -384,6 +384,8 @@ TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per ta
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
 RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
+SelectionOpt = Annotated[Optional[Path], typer.Option(
+    "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
 ClusterOpt = Annotated[Optional[str], typer.Option(
     "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
 
@@ -414,6 +416,7 @@ def run(
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cluster: ClusterOpt = None,
+    selection: SelectionOpt = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -425,7 +428,7 @@ def run(
     request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                         agent_script=agent_script, record=record, cluster=cluster)
+                         agent_script=agent_script, record=record, cluster=cluster, selection=selection)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
@@ -443,6 +446,7 @@ def validate(
     start: StartOpt = StartChoice.auto,
     record: RecordOpt = False,
     cluster: ClusterOpt = None,
+    selection: SelectionOpt = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -451,7 +455,7 @@ def validate(
 
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
                          trials=trials, out=out, image=image, accel=accel, start=start, record=record,
-                         cluster=cluster)
+                         cluster=cluster, selection=selection)
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     raise typer.Exit(code)
 
@@ -532,6 +536,53 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: S
     for path in task.files():
         con.print(f"[dim]--- {path.relative_to(task.folder)}[/]")
         con.print(path.read_text(), highlight=False, markup=False)
+
+
+@tasks_app.command("select")
+def tasks_select(
+    seed: Annotated[int, typer.Option("--seed", help="the shuffle's seed (random.Random(seed))")],
+    count: Annotated[int, typer.Option("--count", min=1, help="tasks to keep")],
+    out: Annotated[Path, typer.Option("--out", help="the selection file to write, e.g. selection.yaml")],
+    suite: SuiteOpt = "linux-core",
+    exclude_ids: Annotated[Optional[Path], typer.Option("--exclude-ids", help="a file of task ids to leave out, one per line")] = None,
+    exclude_tags: Annotated[Optional[str], typer.Option("--exclude-tags", help="comma-separated tags to leave out")] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="the no-agent baseline: nop, or none to keep every task")] = "nop",
+    vm_pool: PoolOpt = 1,
+    image: ImageOpt = None,
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Draw a study's tasks by a published rule: sort, shuffle with --seed, keep a task only when the
+    baseline completes setup and verification and scores 0, stop at --count."""
+    from runner.runs.run import RunRequest, run_suite
+    from runner.tasks.model import load_suite
+    from runner.tasks.selection import Exclusions, baseline_runner, draw
+
+    if baseline not in ("nop", "none"):
+        raise UsageError(f"--baseline must be nop or none, not {baseline!r}")
+    loaded = load_suite(suite)
+    ids = tuple(line.split("#")[0].strip() for line in exclude_ids.read_text().splitlines()) if exclude_ids else ()
+    exclusions = Exclusions(tuple(i for i in ids if i), _comma_list(exclude_tags))
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    folder = out.parent / f"{out.stem}.baseline"
+
+    def run(task_ids: tuple[str, ...]) -> list:
+        request = RunRequest(suite=suite, agent="nop", tasks=task_ids, vm_pool=vm_pool, out=folder,
+                             resume=folder.exists(), image=image, accel=accel, start=start)
+        return run_suite(settings, request, err).records
+
+    selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,
+                     batch=vm_pool, baseline_name=baseline)
+    if baseline != "none":
+        selection.baseline_run = folder.name
+    out.write_text(selection.as_yaml())
+    for s in selection.skipped:
+        con.print(f"[yellow]skipped[/] {escape(s['id'])}: {escape(s['reason'])}", highlight=False)
+    con.print(f"{out}: {len(selection.tasks)} of {count} tasks drawn with seed {seed}: {', '.join(selection.tasks)}")
+    if len(selection.tasks) < count:
+        con.print(f"[yellow]the suite ran out: only {len(selection.tasks)} tasks pass the rule[/]")
 
 
 @tasks_app.command("lint")

@@ -37,6 +37,7 @@ from runner.tasks.lint import lint_task_scripts
 from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks.model import Suite, Task, load_suite
+from runner.tasks.selection import load_selection
 from runner.images.start_plan import StartPlan, plan_start
 from runner.images.windows_11 import licence_warning
 
@@ -65,6 +66,7 @@ class RunRequest:
     agent_script: str = "ui_oracle.yaml"  # the scripted agent's script, per task
     record: bool = False  # each episode's screen to recording.mp4
     cluster: str | None = None  # a Ray cluster's address: run on its cu-run hosts (runner.cluster)
+    selection: Path | None = None  # a selection.yaml of `cu-run tasks select`: its tasks, in its order
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,10 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     if request.max_steps is not None and request.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     suite = load_suite(request.suite)
-    tasks = suite.select(list(request.tasks))
+    if request.selection is not None and request.tasks:
+        raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
+    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
+    tasks = suite.select(ids)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
