@@ -302,6 +302,13 @@ def mcp(
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
     trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
+    attach: Annotated[Optional[str], typer.Option("--attach", help="serve this VNC screen (vnc://HOST:PORT) instead of a fresh VM")] = None,
+    password_file: Annotated[Optional[Path], typer.Option("--password-file", help="--attach: a file holding the VNC password")] = None,
+    ssh: Annotated[Optional[str], typer.Option("--ssh", help="--attach: the guest shell, USER@HOST:PORT, for the file tools")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key", help="--attach --ssh: the private key")] = None,
+    host_key: Annotated[Optional[str], typer.Option("--host-key", help="--attach --ssh: the guest's host key, pinned")] = None,
+    guest_agent: Annotated[Optional[str], typer.Option("--guest-agent", help="--attach --ssh: the guest agent's command, for the accessibility tools")] = None,
+    profile: Annotated[str, typer.Option("--profile", help="--attach --ssh: the guest's profile (linux, windows)")] = "linux",
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
@@ -311,6 +318,7 @@ def mcp(
 
     stdio: the VM lives as long as the client stays connected. http: prints one JSON line
     with the URL and bearer token, and serves until Ctrl-C or SIGTERM. Then the VM is removed.
+    With --attach: serve a screen cu-run did not start (any VNC endpoint) and start nothing.
     """
     from runner.mcp.session import episode_server
     from runner.mcp.server import resolve_toolsets
@@ -321,21 +329,52 @@ def mcp(
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
     if transport not in ("stdio", "http"):
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
+    if attach is not None:
+        _serve_attached(attach, transport, Trajectory(trajectory, max_steps=max_steps), toolsets, password_file,
+                        ssh, key, host_key, guest_agent, profile, file_root)
+        return
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
         server = episode_server(vm, Trajectory(trajectory, max_steps=max_steps), toolsets=toolsets,
                                 file_root=file_root)
-        if transport == "stdio":
-            err.print(f"{vm.name} is up; serving MCP on stdio")
-            server.run("stdio")
-            return
-        from runner.net import free_port
-        from runner.mcp.http import HttpMcpServer
+        _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
 
-        with HttpMcpServer(server, free_port()) as http:
-            print(json.dumps({"url": http.url, "token": http.token, "domain": vm.name}), flush=True)
-            err.print(f"{vm.name} is up; MCP at {http.url} (Authorization: Bearer <token>); Ctrl-C stops")
-            _wait_forever(vm)
+
+def _serve_attached(url, transport, trajectory, toolsets, password_file, ssh, key, host_key, guest_agent, profile,
+                    file_root) -> None:
+    from runner.mcp.attach import attached_server, parse_ssh, read_password
+
+    server, closers = attached_server(url, trajectory, toolsets=toolsets, password=read_password(password_file),
+                                      ssh=parse_ssh(ssh) if ssh else None, key=key, host_key=host_key,
+                                      profile=profile, file_root=file_root if ssh else None,
+                                      guest_agent=guest_agent)
+    try:
+        _serve_mcp(server, transport, url, {"attached": url}, wait=_wait_for_signal)
+    finally:
+        for closer in closers:
+            closer.close()
+
+
+def _serve_mcp(server, transport: str, what: str, extra: dict, wait) -> None:
+    """SERVER on stdio until the client leaves, or on HTTP (one JSON line) until WAIT returns."""
+    if transport == "stdio":
+        err.print(f"{what} is up; serving MCP on stdio")
+        server.run("stdio")
+        return
+    from runner.net import free_port
+    from runner.mcp.http import HttpMcpServer
+
+    with HttpMcpServer(server, free_port()) as http:
+        print(json.dumps({"url": http.url, "token": http.token, **extra}), flush=True)
+        err.print(f"{what} is up; MCP at {http.url} (Authorization: Bearer <token>); Ctrl-C stops")
+        wait()
+
+
+def _wait_for_signal() -> None:
+    import time
+
+    while True:  # Ctrl-C or SIGTERM unwinds from here
+        time.sleep(1)
 
 
 def _wait_forever(vm) -> None:
