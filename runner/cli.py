@@ -456,6 +456,10 @@ def run(
     start: StartOpt = StartChoice.auto,
     cluster: ClusterOpt = None,
     selection: SelectionOpt = None,
+    mcp_server: Annotated[Optional[str], typer.Option(
+        "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
+                             "instead of cu-run's tools")] = None,
+    mcp_server_url: Annotated[Optional[str], typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -467,7 +471,8 @@ def run(
     request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                         agent_script=agent_script, record=record, cluster=cluster, selection=selection)
+                         agent_script=agent_script, record=record, cluster=cluster, selection=selection,
+                         mcp_server=mcp_server, mcp_server_url=mcp_server_url)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)

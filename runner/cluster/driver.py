@@ -122,7 +122,7 @@ def _order(request: RunRequest, plan: RunPlan, run_key: str) -> RunOrder:
                     image_sha256=plan.image.manifest.disk_sha256, agent=plan.agent.name, accel=request.accel,
                     start=request.start, agent_cmd=request.agent_cmd, max_turns=request.max_turns,
                     agent_script=request.agent_script, tools=request.tools, max_steps=request.max_steps,
-                    record=request.record)
+                    record=request.record, mcp_server=request.mcp_server, mcp_server_url=request.mcp_server_url)
 
 
 def pack_suite(suite: Suite) -> bytes:

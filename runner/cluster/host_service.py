@@ -32,6 +32,7 @@ from runner.cluster.image_transfer import ImageReceiver
 from runner.gc import collect_garbage
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.catalog import Catalog
+from runner.mcp.proxy import ExternalServer
 from runner.images.start_plan import plan_start
 from runner.images.warm_state import list_slots
 from runner.images.warming import warm_image
@@ -66,6 +67,8 @@ class RunOrder:
     tools: tuple[str, ...] = ()
     max_steps: int | None = None
     record: bool = False
+    mcp_server: str | None = None  # an external MCP server instead of cu-run's tools (runner.mcp.proxy)
+    mcp_server_url: str | None = None
 
 
 @dataclass
@@ -206,7 +209,9 @@ class HostService:
                            script=order.agent_script)
         folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
         pool = PoolConfig(image=image, accel=accel, vm_pool=slots, run_id=new_run_id(), toolsets=order.tools,
-                          max_steps=order.max_steps, warm=start.slots, suite_rules=suite.safety, record=order.record)
+                          max_steps=order.max_steps, warm=start.slots, suite_rules=suite.safety, record=order.record,
+                          mcp_server=ExternalServer(order.mcp_server, order.mcp_server_url)
+                          if order.mcp_server or order.mcp_server_url else None)
         with self._lock:
             self._runs[order.run_key] = HostRun(Harness(self.host, self.settings, pool, agent, folder),
                                                 {t.id: t for t in suite.tasks}, folder)

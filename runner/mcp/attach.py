@@ -8,6 +8,7 @@ host key; the accessibility tools also need the guest agent's command on that gu
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from runner.display.vnc import VncDisplay
 from runner.errors import UsageError
 from runner.guest.agent import GuestAgent
 from runner.guest.ssh import SshShell
+from runner.mcp.proxy import PASSWORD_ENV
 from runner.mcp.server import TOOLSETS, build_server, resolve_toolsets
 from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
 from runner.profiles import get_profile
@@ -54,9 +56,10 @@ def parse_ssh(spec: str) -> SshTarget:
 
 
 def read_password(path: Path | None) -> str | None:
-    """The VNC password from a file (never from argv, where every user's `ps` shows it)."""
+    """The VNC password from a file (never from argv, where every user's `ps` shows it), else
+    from CU_RUN_VNC_PASSWORD (what a run hands an external MCP server it starts)."""
     if path is None:
-        return None
+        return os.environ.get(PASSWORD_ENV) or None
     try:
         return path.read_text().strip() or None
     except OSError as exc:

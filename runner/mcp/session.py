@@ -19,6 +19,7 @@ from runner.episode import EpisodeVM
 from runner.net import free_port
 from runner.guest.agent import GuestAgent
 from runner.mcp.http import HttpMcpServer
+from runner.mcp.proxy import ExternalServer, ExternalSession, ProxyLog, RecordingProxy, external_env
 from runner.mcp.server import build_server, resolve_toolsets
 from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
 
@@ -40,11 +41,35 @@ def mcp_session(vm: EpisodeVM, folder: Path, *, toolsets: tuple[str, ...], file_
     trajectory = Trajectory(folder, max_steps=max_steps)
     server = episode_server(vm, trajectory, toolsets=toolsets, file_root=file_root)
     with HttpMcpServer(server, free_port()) as http:
-        config = folder / "mcp-config.json"
-        config.write_text(json.dumps({"mcpServers": {SERVER_NAME: {
-            "type": "http", "url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}}}, indent=2))
-        config.chmod(0o600)
-        yield McpSession(http.url, http.token, config, resolve_toolsets(toolsets), trajectory)
+        yield McpSession(http.url, http.token, _client_config(folder, http), resolve_toolsets(toolsets), trajectory)
+
+
+@contextmanager
+def proxy_session(vm: EpisodeVM, folder: Path, external: ExternalServer, *, max_steps: int | None,
+                  rule_kinds: dict[str, str]) -> Iterator[McpSession]:
+    """Like mcp_session, with an external MCP server's tools behind cu-run's recording proxy
+    (runner.mcp.proxy); the server is started for this episode and stopped with it."""
+    trajectory = Trajectory(folder, max_steps=max_steps)
+    vnc_host, vnc_port = vm.endpoints.vnc.rsplit(":", 1)
+    filled = external.filled(vnc_host, int(vnc_port))
+    external_session = ExternalSession(filled, env=external_env(vm.vnc_password), errlog=folder / "mcp-server.log")
+    log = ProxyLog(filled.describe(), sorted(external_session.tools))
+    try:
+        with HttpMcpServer(RecordingProxy(external_session, trajectory, log), free_port()) as http:
+            yield McpSession(http.url, http.token, _client_config(folder, http), tuple(sorted(external_session.tools)),
+                             trajectory)
+    finally:
+        external_session.close()
+        log.write(folder, rule_kinds)
+
+
+def _client_config(folder: Path, http: HttpMcpServer) -> Path:
+    """mcp-config.json: how an MCP client (Claude Code, Codex, ...) reaches the episode's server."""
+    config = folder / "mcp-config.json"
+    config.write_text(json.dumps({"mcpServers": {SERVER_NAME: {
+        "type": "http", "url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}}}, indent=2))
+    config.chmod(0o600)
+    return config
 
 
 def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str, ...],

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.mcp.session import mcp_session
+from runner.mcp.proxy import ExternalServer
+from runner.mcp.session import mcp_session, proxy_session
 from runner.agents.base import Agent, AgentResult
 from runner.scoring.blame import Stage, blame, describe
 from runner.images.catalog import Image
@@ -80,6 +81,7 @@ class PoolConfig:
     warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
     suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
     record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
+    mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
 
 
 @dataclass
@@ -394,8 +396,14 @@ class Harness:
         log = ep_dir / "agent.log"
         if not self.agent.needs_mcp:
             return self.agent.run(vm, task, log, None)
-        with mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
-                         max_steps=self.pool.max_steps) as session:
+        if self.pool.mcp_server is not None:
+            rules = self.pool.suite_rules + task.spec.safety
+            serving = proxy_session(vm, ep_dir, self.pool.mcp_server, max_steps=self.pool.max_steps,
+                                    rule_kinds={r.id: r.kind for r in rules})
+        else:
+            serving = mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
+                                  max_steps=self.pool.max_steps)
+        with serving as session:
             result = self.agent.run(vm, task, log, session)
         if session.trajectory.limit_reached:
             return AgentResult("timeout", f"max-steps: the agent used all {self.pool.max_steps} steps")

@@ -28,6 +28,7 @@ from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.runs.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.admission import admit, available_mib
@@ -67,6 +68,8 @@ class RunRequest:
     record: bool = False  # each episode's screen to recording.mp4
     cluster: str | None = None  # a Ray cluster's address: run on its cu-run hosts (runner.cluster)
     selection: Path | None = None  # a selection.yaml of `cu-run tasks select`: its tasks, in its order
+    mcp_server: str | None = None  # an external MCP server's command, started per episode ({vnc} filled in)
+    mcp_server_url: str | None = None  # or its URL
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     resolve_toolsets(request.tools)
     agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
                        script=request.agent_script)
+    external_server(request, agent)
     image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
@@ -159,7 +163,8 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
                   f"pool {vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
     pool = PoolConfig(image=plan.image, accel=accel, vm_pool=vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
-                      suite_rules=plan.suite.safety, record=request.record)
+                      suite_rules=plan.suite.safety, record=request.record,
+                      mcp_server=external_server(request, plan.agent))
     harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: print_record(console, r))
     try:
         with finishing(plan, request, log, provenance, console):
@@ -263,6 +268,20 @@ def run_exit_code(summary: dict, lost: list[tuple[str, int]], fail_under: float 
     if fail_under is not None and (failed := gate_failure(summary, fail_under, gate)):
         return EXIT_GATE, failed
     return 0, None
+
+
+def external_server(request: RunRequest, agent: Agent) -> ExternalServer | None:
+    """--mcp-server / --mcp-server-url as an ExternalServer, refused where it cannot apply."""
+    if request.mcp_server is None and request.mcp_server_url is None:
+        return None
+    external = ExternalServer(request.mcp_server, request.mcp_server_url)
+    if not agent.needs_mcp:
+        raise UsageError(f"agent {agent.name} does not use MCP tools, so --mcp-server gives it nothing",
+                         fix="use an MCP-driven agent: scripted, command, claude or codex")
+    if tuple(request.tools) != DEFAULT_TOOLSETS:
+        raise UsageError("--tools chooses among cu-run's own tools; an external MCP server brings its own",
+                         fix="leave out --tools with --mcp-server")
+    return external
 
 
 def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:

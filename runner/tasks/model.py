@@ -86,6 +86,10 @@ class SafetyRule(BaseModel):
                 raise ValueError(f"rule {self.id!r}: typed is not a valid regular expression: {exc}") from None
         return self
 
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("typed", "keys", "click_region", "allowed_tools") if getattr(self, k) is not None)
+
 
 class TaskSpec(BaseModel):
     """task.yaml, validated. Unknown fields are refused so a typo is not silently ignored."""
