@@ -30,7 +30,8 @@ class CommandAgent(Agent):
     name = "command"
     needs_mcp = True
 
-    def __init__(self, command: str | None) -> None:
+    def __init__(self, command: str | None, env: dict[str, str] | None = None) -> None:
+        self.env = env or {}  # a study arm's environment, over the runner's
         if not command:
             raise UsageError("--agent command needs --agent-cmd 'EXECUTABLE ARGS...'")
         self.argv = shlex.split(command)
@@ -42,5 +43,5 @@ class CommandAgent(Agent):
 
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
-        env = {**os.environ, **agent_environment(task, session)}
+        env = {**os.environ, **self.env, **agent_environment(task, session)}
         return run_process(self.argv, env, log, task.spec.timeout_s, cwd=log.parent)

@@ -33,8 +33,14 @@ class ModelCliAgent(Agent):
     bin_env: str  # overrides where the executable is
     key_envs: tuple[str, ...]  # one of these must hold an API key
 
-    def __init__(self, max_turns: int = 50) -> None:
+    def __init__(self, max_turns: int = 50, append_prompt: str = "", env: dict[str, str] | None = None) -> None:
         self.max_turns = max_turns
+        self.append_prompt = append_prompt  # a study arm's vendor skill text, after cu-run's preamble
+        self.env = env or {}  # a study arm's environment, over the runner's
+
+    @property
+    def system_prompt(self) -> str:
+        return f"{AGENT_PREAMBLE}\n\n{self.append_prompt}" if self.append_prompt else AGENT_PREAMBLE
 
     def executable(self) -> str | None:
         return os.environ.get(self.bin_env) or shutil.which(self.binary)
@@ -60,7 +66,7 @@ class ModelCliAgent(Agent):
 
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
-        env = {**os.environ, **agent_environment(task, session)}
+        env = {**os.environ, **self.env, **agent_environment(task, session)}
         return run_process(self.argv(task, session), env, log, task.spec.timeout_s, cwd=log.parent)
 
 
@@ -78,7 +84,7 @@ class ClaudeAgent(ModelCliAgent):
                 "--output-format", "stream-json", "--verbose",
                 "--mcp-config", str(session.config_path), "--strict-mcp-config",
                 "--allowedTools", allowed, "--disallowedTools", ",".join(DISALLOWED_HOST_TOOLS),
-                "--max-turns", str(self.max_turns), "--append-system-prompt", AGENT_PREAMBLE]
+                "--max-turns", str(self.max_turns), "--append-system-prompt", self.system_prompt]
 
 
 class CodexAgent(ModelCliAgent):
@@ -97,4 +103,4 @@ class CodexAgent(ModelCliAgent):
                 "-c", f'{table}.url="{session.url}"',
                 "-c", f'{table}.bearer_token_env_var="CU_RUN_MCP_TOKEN"',
                 "-c", f"{table}.enabled_tools={enabled}",
-                f"{AGENT_PREAMBLE}\n\n{task.spec.instruction}"]
+                f"{self.system_prompt}\n\n{task.spec.instruction}"]

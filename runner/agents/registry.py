@@ -16,13 +16,15 @@ AGENTS = {"oracle": OracleAgent, "nop": NopAgent, "scripted": ScriptedAgent, "co
 
 
 def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50,
-               script: str = UI_ORACLE) -> Agent:
+               script: str = UI_ORACLE, append_prompt: str = "", env: dict[str, str] | None = None) -> Agent:
     if name not in AGENTS:
         raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(AGENTS)}")
+    if append_prompt and name not in ("claude", "codex"):
+        raise UsageError(f"an appended system prompt is for the claude and codex agents, not {name}")
     if name == "command":
-        agent: Agent = CommandAgent(command)
+        agent: Agent = CommandAgent(command, env=env)
     elif name in ("claude", "codex"):
-        agent = AGENTS[name](max_turns)
+        agent = AGENTS[name](max_turns, append_prompt=append_prompt, env=env)
     elif name == "scripted":
         agent = ScriptedAgent(script)
     else:

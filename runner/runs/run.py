@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
-from runner.runs.admission import admit, available_mib
+from runner.runs.admission import Admission, admit, available_mib
 from runner.runs.provenance import host_facts, runner_facts
 from runner.runs.report import write_reports
 from runner.tasks.lint import lint_task_scripts
@@ -70,6 +70,9 @@ class RunRequest:
     selection: Path | None = None  # a selection.yaml of `cu-run tasks select`: its tasks, in its order
     mcp_server: str | None = None  # an external MCP server's command, started per episode ({vnc} filled in)
     mcp_server_url: str | None = None  # or its URL
+    append_prompt: str = ""  # claude/codex: text after cu-run's system prompt (a vendor's skill text)
+    agent_env: tuple[tuple[str, str], ...] = ()  # the agent's environment, over the runner's
+    timeout_s: int | None = None  # every task's timeout_s, overridden (a study arm's)
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,11 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     check_scripts(tasks)
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
+    if request.timeout_s is not None:
+        tasks = tuple(replace(t, spec=t.spec.model_copy(update={"timeout_s": request.timeout_s})) for t in tasks)
     agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
-                       script=request.agent_script)
+                       script=request.agent_script, append_prompt=request.append_prompt,
+                       env=dict(request.agent_env))
     external_server(request, agent)
     image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
     if image.manifest.profile != profile:
@@ -137,41 +143,69 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
         from runner.cluster.driver import run_on_cluster
 
         return run_on_cluster(request, plan, console)
-    accel, probe = resolve_accel(settings, plan.image, request.accel)
-    admission = admit(request.vm_pool, plan.image.manifest.memory_mib, accel, available_mib())
+    machine = open_machine(settings, request, plan.image, console)
+    try:
+        harness, log, provenance, work = begin_local(settings, request, plan, machine, console)
+        with finishing(plan, request, log, provenance, console):
+            _run_pool(harness, work, console)
+    finally:
+        machine.host.close()
+    return finish_run(plan, request, log, provenance, console)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """This host as runs use it: libvirt, the accelerator, the pool its memory admits, how VMs start."""
+
+    host: LibvirtHost
+    accel: str
+    probe: str
+    admission: Admission
+    start: StartPlan
+
+    @property
+    def vm_pool(self) -> int:
+        return self.admission.admitted
+
+
+def open_machine(settings: Settings, request: RunRequest, image: Image, console: Console) -> Machine:
+    accel, probe = resolve_accel(settings, image, request.accel)
+    admission = admit(request.vm_pool, image.manifest.memory_mib, accel, available_mib())
     if admission.capped:
-        console.print(f"[yellow]{escape(admission.notice(plan.image.name))}[/]")
-    vm_pool = admission.admitted
-    log = ResultLog(plan.out_dir)
-    finished = log.finished()
-    work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
-    private_dir(plan.out_dir)
+        console.print(f"[yellow]{escape(admission.notice(image.name))}[/]")
     host = LibvirtHost(settings.libvirt_uri)
     try:
-        start = plan_start(request.start, host, plan.image, accel, settings.libvirt_uri, vm_pool)
+        start = plan_start(request.start, host, image, accel, settings.libvirt_uri, admission.admitted)
     except BaseException:
         host.close()
         raise
     if start.notice:
         console.print(f"[yellow]{start.notice}[/]")
-    provenance = _provenance(settings, request, plan, host, accel, probe.reason, start)
-    provenance["pool"] = {"asked": request.vm_pool, "used": vm_pool, "per_vm_mib": admission.per_vm_mib,
+    return Machine(host, accel, probe.reason, admission, start)
+
+
+def begin_local(settings: Settings, request: RunRequest, plan: RunPlan, machine: Machine,
+                console: Console) -> tuple[Harness, ResultLog, dict, list[tuple[Task, int]]]:
+    """A run's harness on MACHINE, its results log, its provenance (written) and what is left to do."""
+    log = ResultLog(plan.out_dir)
+    finished = log.finished()
+    work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
+    private_dir(plan.out_dir)
+    provenance = _provenance(settings, request, plan, machine.host, machine.accel, machine.probe, machine.start)
+    admission = machine.admission
+    provenance["pool"] = {"asked": request.vm_pool, "used": machine.vm_pool, "per_vm_mib": admission.per_vm_mib,
                           "available_mib": admission.available_mib}
     write_json(plan.out_dir / "run.json", provenance)
     console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
                   f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                  f"pool {vm_pool}, {accel.upper()}, {start.mode} start, agent {plan.agent.name}")
-    pool = PoolConfig(image=plan.image, accel=accel, vm_pool=vm_pool, run_id=new_run_id(),
-                      toolsets=request.tools, max_steps=request.max_steps, warm=start.slots,
+                  f"pool {machine.vm_pool}, {machine.accel.upper()}, {machine.start.mode} start, agent {plan.agent.name}")
+    pool = PoolConfig(image=plan.image, accel=machine.accel, vm_pool=machine.vm_pool, run_id=new_run_id(),
+                      toolsets=request.tools, max_steps=request.max_steps, warm=machine.start.slots,
                       suite_rules=plan.suite.safety, record=request.record,
                       mcp_server=external_server(request, plan.agent))
-    harness = Harness(host, settings, pool, plan.agent, plan.out_dir, on_record=lambda r: print_record(console, r))
-    try:
-        with finishing(plan, request, log, provenance, console):
-            _run_pool(harness, work, console)
-    finally:
-        host.close()
-    return finish_run(plan, request, log, provenance, console)
+    harness = Harness(machine.host, settings, pool, plan.agent, plan.out_dir,
+                      on_record=lambda r: print_record(console, r))
+    return harness, log, provenance, work
 
 
 @contextmanager

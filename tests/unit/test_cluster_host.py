@@ -24,7 +24,7 @@ def _send(receiver: ImageReceiver, image, corrupt: bool = False) -> None:
     receiver.begin(image.name, files)
     for rel, offset, data in chunks(image, files):
         if corrupt and rel == "disk.qcow2" and offset == 0:
-            data = b"X" + data[1:]
+            data = bytes([data[0] ^ 0xFF]) + data[1:]  # always a different byte
         receiver.write(image.name, rel, offset, data)
 
 
