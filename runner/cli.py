@@ -25,12 +25,14 @@ image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
 vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
 export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
+study_app = typer.Typer(no_args_is_help=True, help="Studies: arms of agents and MCP servers on one task list.")
 host_app = typer.Typer(no_args_is_help=True, help="Make this machine a cu-run host of a Ray cluster.")
 cluster_app = typer.Typer(no_args_is_help=True, help="Ray clusters of cu-run hosts: try one locally, see its hosts.")
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(export_app, name="export")
+app.add_typer(study_app, name="study")
 app.add_typer(host_app, name="host")
 app.add_typer(cluster_app, name="cluster")
 
@@ -641,6 +643,20 @@ def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
         con.print(f"{len(problems)} problems in {checked} tasks")
         raise typer.Exit(1)
     con.print(f"{checked} tasks, no problems")
+
+
+@study_app.command("run")
+def study_run(
+    study: Annotated[Path, typer.Argument(help="the study file (YAML)")],
+    out: OutOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="finish the study in --out, redoing nothing finished")] = False,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Run every arm of a study on its tasks, interleaved on one pool; a run folder per arm and a comparison."""
+    from runner.runs.study import run_study
+
+    raise typer.Exit(run_study(Settings.resolve(cache_dir, libvirt_uri), study, out, resume, err))
 
 
 @host_app.command("join")

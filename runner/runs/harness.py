@@ -173,7 +173,7 @@ class Harness:
                     break
                 record = self.run_one(slot, task, trial)
                 if record is not None:
-                    self._keep(record)
+                    self.keep(record)
         finally:
             self.status[slot] = SlotStatus()
             finished.set()
@@ -420,7 +420,7 @@ class Harness:
         return EpisodeRecord(task.id, trial, outcome, reason, round(time.monotonic() - t0, 2), slot, attempt,
                              started.isoformat(), datetime.now(UTC).isoformat())
 
-    def _keep(self, record: EpisodeRecord) -> None:
+    def keep(self, record: EpisodeRecord) -> None:
         """Appends RECORD to the results. A record that cannot be written (a full disk) is said
         and the slot goes on: the run names the episodes without a record when it ends."""
         try:

@@ -1,0 +1,282 @@
+"""`cu-run study run STUDY.yaml`: arms of agents and MCP servers compared on one task list.
+
+A study file names the suite and its tasks (inline, or a selection drawn by `tasks select`),
+the trials, the VM pool and the arms: each an agent with its MCP server (cu-run's own with
+its tool sets, or an external one), an appended system prompt, a turn limit, a timeout and
+an environment. Every episode gets a fresh VM; the arms run interleaved (task by task, arm
+by arm, on one pool) so drift on the host falls on all of them alike.
+
+The result is one folder: study.json (the file, its sha256 and every arm's provenance), a
+run folder per arm (DIR/<arm>/, as `cu-run run` writes it), and comparison.json: each arm
+against the first, per task and overall, with the noise statistics `cu-run compare` uses.
+`--resume` finishes a study without redoing an episode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from rich.console import Console
+
+from runner.config import Settings, private_dir
+from runner.errors import UsageError
+from runner.runs.harness import Harness
+from runner.runs.results import ResultLog
+from runner.runs.run import (EXIT_INFRA, RunPlan, RunRequest, begin_local, finish_run, finishing, open_machine,
+                             plan_run, write_json)
+from runner.scoring.compare import compare_runs
+from runner.tasks.model import Task
+
+STUDY_JSON = "study.json"
+ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class Arm(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=ARM_NAME)
+    agent: str
+    tools: tuple[str, ...] | None = None  # cu-run's own server's tool sets
+    mcp_server: str | None = None  # an external server's command, per episode ({vnc} filled in)
+    mcp_server_url: str | None = None
+    append_system_prompt: str | None = None  # a file, relative to the study file
+    max_turns: int = Field(default=50, ge=1)
+    timeout_s: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    agent_cmd: str | None = None
+    agent_script: str = "ui_oracle.yaml"
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_server(self) -> Arm:
+        if self.mcp_server and self.mcp_server_url:
+            raise ValueError(f"arm {self.name}: give mcp_server or mcp_server_url, not both")
+        if self.tools is not None and (self.mcp_server or self.mcp_server_url):
+            raise ValueError(f"arm {self.name}: tools choose among cu-run's own tools; an external server brings its own")
+        return self
+
+
+class StudyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    suite: str
+    tasks: tuple[str, ...] | None = None
+    selection: str | None = None  # a selection.yaml, relative to the study file
+    trials: int = Field(default=1, ge=1)
+    vm_pool: int = Field(default=1, ge=1)
+    image: str | None = None
+    accel: str = "auto"
+    start: str = "auto"
+    arms: tuple[Arm, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> StudyFile:
+        if (self.tasks is None) == (self.selection is None):
+            raise ValueError("give the tasks inline (tasks: [...]) or a drawn selection (selection: FILE), one of them")
+        names = [a.name for a in self.arms]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"arm names must differ: {', '.join(twice)} more than once")
+        return self
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    text: str
+    spec: StudyFile
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def relative(self, name: str) -> Path:
+        path = Path(name)
+        return path if path.is_absolute() else self.path.parent / path
+
+
+def load_study(path: Path) -> Study:
+    try:
+        text = path.read_text()
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise UsageError(f"cannot read the study file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping (suite, tasks or selection, trials, vm_pool, arms)")
+    try:
+        return Study(path.resolve(), text, StudyFile.model_validate(data))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"{path}: {problems}") from exc
+
+
+def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool) -> RunRequest:
+    spec = study.spec
+    prompt = ""
+    if arm.append_system_prompt:
+        prompt_file = study.relative(arm.append_system_prompt)
+        try:
+            prompt = prompt_file.read_text()
+        except OSError as exc:
+            raise UsageError(f"arm {arm.name}: cannot read its append_system_prompt {prompt_file}: {exc.strerror}") from exc
+    return RunRequest(
+        suite=str(study.relative(spec.suite)) if study.relative(spec.suite).is_dir() else spec.suite,
+        agent=arm.agent, tasks=spec.tasks or (), trials=spec.trials, vm_pool=spec.vm_pool,
+        out=out_dir / arm.name, resume=resume, image=spec.image, accel=spec.accel, start=spec.start,
+        tools=arm.tools or RunRequest.tools, max_steps=arm.max_steps, agent_cmd=arm.agent_cmd, max_turns=arm.max_turns,
+        agent_script=arm.agent_script, mcp_server=arm.mcp_server, mcp_server_url=arm.mcp_server_url,
+        selection=study.relative(spec.selection) if spec.selection else None, append_prompt=prompt,
+        agent_env=tuple(sorted(arm.env.items())), timeout_s=arm.timeout_s)
+
+
+@dataclass
+class ArmRun:
+    arm: Arm
+    request: RunRequest
+    plan: RunPlan
+    harness: Harness | None = None
+    log: ResultLog | None = None
+    provenance: dict | None = None
+
+
+def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console) -> int:
+    study = load_study(path)
+    out_dir = (out or Path("runs") / f"study-{path.stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
+    previous = _check_folder(out_dir, study, resume)
+    # Every arm is planned (and so checked) before any VM starts.
+    arms = []
+    for arm in study.spec.arms:
+        request = arm_request(study, arm, out_dir, resume)
+        arms.append(ArmRun(arm, request, plan_run(settings, request)))
+    private_dir(out_dir)
+    first = arms[0]
+    machine = open_machine(settings, first.request, first.plan.image, console)
+    try:
+        work = []
+        for a in arms:
+            a.harness, a.log, a.provenance, left = begin_local(settings, a.request, a.plan, machine, console)
+            work += [(a, task, trial) for task, trial in left]
+        _write_study_json(out_dir, study, arms, previous)
+        work = interleaved(work, [t.id for t in first.plan.tasks], [a.arm.name for a in arms])
+        console.print(f"study {out_dir}: {len(work)} episodes to go over {len(arms)} arms, pool {machine.vm_pool}")
+        with _all_finishing(arms, console):
+            _interleave(arms, work, machine.vm_pool)
+    finally:
+        machine.host.close()
+    codes = [finish_run(a.plan, a.request, a.log, a.provenance, console).exit_code for a in arms]
+    comparison = compare_arms(out_dir, [a.arm.name for a in arms])
+    (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
+    _print_comparison(console, comparison)
+    return EXIT_INFRA if EXIT_INFRA in codes else max(codes)
+
+
+def _check_folder(out_dir: Path, study: Study, resume: bool) -> dict | None:
+    existing = out_dir / STUDY_JSON
+    if existing.exists() and not resume:
+        raise UsageError(f"{out_dir} already holds a study", fix="add --resume to finish it, or choose another --out")
+    if not resume or not existing.exists():
+        return None
+    previous = json.loads(existing.read_text())
+    if previous.get("sha256") != study.sha256:
+        raise UsageError(f"the study file {study.path} changed since the study in {out_dir} started; "
+                         "its arms would mix two designs", fix="start a new study with another --out")
+    return previous
+
+
+def _write_study_json(out_dir: Path, study: Study, arms: list[ArmRun], previous: dict | None) -> None:
+    now = datetime.now(UTC).isoformat()
+    data = previous or {"started_at": now, "resumed_at": [], "file": str(study.path), "sha256": study.sha256,
+                        "content": study.text}
+    if previous:
+        data["resumed_at"].append(now)
+    data["arms"] = {a.arm.name: {**a.arm.model_dump(mode="json"), "run": a.arm.name,
+                                 "agent_version": (a.provenance or {}).get("agent", {}).get("version"),
+                                 "tasks": [t.id for t in a.plan.tasks]} for a in arms}
+    write_json(out_dir / STUDY_JSON, data)
+
+
+def interleaved(work: list, task_ids: list[str], arm_names: list[str]) -> list:
+    """WORK, (arm run, task, trial) items, ordered trial by trial, task by task, arm by arm: drift on
+    the host falls on every arm alike."""
+    task_at = {t: i for i, t in enumerate(task_ids)}
+    arm_at = {a: i for i, a in enumerate(arm_names)}
+    return sorted(work, key=lambda w: (w[2], task_at[w[1].id], arm_at[w[0].arm.name]))
+
+
+def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots: int) -> None:
+    """WORK in its order over SLOTS VMs: each episode is run by its arm's harness on a free slot."""
+    todo: queue.Queue[tuple[ArmRun, Task, int]] = queue.Queue()
+    for item in work:
+        todo.put(item)
+    stop = threading.Event()
+
+    def worker(slot: int, done: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    arm, task, trial = todo.get_nowait()
+                except queue.Empty:
+                    return
+                record = arm.harness.run_one(slot, task, trial)
+                if record is not None:
+                    arm.harness.keep(record)
+        finally:
+            done.set()
+
+    finished = [threading.Event() for _ in range(min(slots, len(work)))]
+    for slot, done in enumerate(finished):
+        threading.Thread(target=worker, args=(slot, done), name=f"study-slot-{slot}", daemon=True).start()
+    try:
+        for done in finished:
+            while not done.wait(0.5):
+                pass
+    except KeyboardInterrupt:
+        stop.set()
+        for a in arms:
+            a.harness.stop()
+        for done in finished:
+            done.wait(timeout=120)
+        raise
+
+
+class _all_finishing:
+    """finishing() for every arm at once: an interrupted study still writes every arm's reports."""
+
+    def __init__(self, arms: list[ArmRun], console: Console) -> None:
+        self.managers = [finishing(a.plan, a.request, a.log, a.provenance, console) for a in arms]
+
+    def __enter__(self) -> None:
+        for m in self.managers:
+            m.__enter__()
+
+    def __exit__(self, *exc) -> bool:
+        for m in self.managers:
+            try:
+                m.__exit__(*exc)
+            except BaseException:
+                pass  # each re-raises what the study is unwinding with; it is raised once, below
+        return False
+
+
+def compare_arms(out_dir: Path, names: list[str]) -> dict:
+    """Every arm against the first, per task and overall (runner.scoring.compare)."""
+    base = names[0]
+    return {"baseline": base, "against": {name: compare_runs(out_dir / base, out_dir / name) for name in names[1:]}}
+
+
+def _print_comparison(console: Console, comparison: dict) -> None:
+    for name, result in comparison["against"].items():
+        o = result["overall"]
+        verdict = "a difference beyond noise" if o["beyond_noise"] else "no difference beyond noise"
+        console.print(f"{name} against {comparison['baseline']}: mean change per task {o['mean_task_delta']:+.2f}, "
+                      f"95% CI [{o['ci95'][0]:+.2f}, {o['ci95'][1]:+.2f}]: {verdict}", highlight=False)

@@ -1,0 +1,63 @@
+"""A study on VMs: two arms, the scripted agent on cu-run's own server and the same agent
+through an external MCP server (`cu-run mcp --attach vnc://{vnc}` behind the recording proxy),
+two linux-core tasks x 2 trials, interleaved on a pool of two; killed midway and resumed
+without redoing an episode; the comparison finds no difference beyond noise."""
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+from vmtools import cu_run, wait_for
+
+TASKS = ["editor-write-save", "folder-tree"]
+
+
+def _records(folder):
+    path = folder / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_study_of_two_arms_killed_and_resumed(linux_image, tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(f"""suite: linux-core
+tasks: [{", ".join(TASKS)}]
+trials: 2
+vm_pool: 2
+arms:
+  - name: own
+    agent: scripted
+  - name: attached
+    agent: scripted
+    mcp_server: "{sys.executable} -m runner mcp --attach vnc://{{vnc}}"
+""")
+    out = tmp_path / "out"
+    first = subprocess.Popen([sys.executable, "-m", "runner", "study", "run", str(study), "--out", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(_records(out / "own")) + len(_records(out / "attached")) >= 2, 900, "two episodes")
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=300)
+    before = {arm: _records(out / arm) for arm in ("own", "attached")}
+    assert sum(len(r) for r in before.values()) < 8, "the study finished before it could be killed"
+
+    resumed = cu_run("study", "run", str(study), "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-4000:]
+    for arm in ("own", "attached"):
+        records = _records(out / arm)
+        assert records[:len(before[arm])] == before[arm]  # nothing finished was redone or rewritten
+        assert Counter((r["task_id"], r["trial"]) for r in records) == {(t, n): 1 for t in TASKS for n in (1, 2)}
+        assert {r["outcome"] for r in records} == {"pass"}
+        for r in records:
+            steps = (out / arm / r["task_id"] / str(r["trial"]) / "trajectory.jsonl").read_text().splitlines()
+            assert any(json.loads(s).get("screenshot") for s in steps)
+    assert (out / "attached" / "editor-write-save" / "1" / "mcp-proxy.json").exists()
+    assert not (out / "own" / "editor-write-save" / "1" / "mcp-proxy.json").exists()
+
+    study_json = json.loads((out / "study.json").read_text())
+    assert study_json["content"] == study.read_text() and len(study_json["sha256"]) == 64
+    assert set(study_json["arms"]) == {"own", "attached"} and len(study_json["resumed_at"]) == 1
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["baseline"] == "own"
+    assert comparison["against"]["attached"]["overall"]["beyond_noise"] is False
+    assert "no difference beyond noise" in resumed.stderr

@@ -1,0 +1,99 @@
+"""Study files: what they must say, how arms become runs, the interleaved order, the
+comparison of arms. tests/e2e/test_study.py runs a study on VMs, killed and resumed."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from runner.errors import UsageError
+from runner.runs.results import EpisodeRecord, ResultLog, summarize
+from runner.runs.study import arm_request, compare_arms, interleaved, load_study
+from runner.tasks.model import load_suite
+
+GOOD = """suite: linux-core
+tasks: [editor-write-save, folder-tree]
+trials: 2
+vm_pool: 2
+arms:
+  - name: own
+    agent: scripted
+  - name: attached
+    agent: claude
+    mcp_server: "cu-run mcp --attach vnc://{vnc}"
+    append_system_prompt: skill.md
+    max_turns: 30
+    timeout_s: 1800
+    env: {VENDOR_MODE: strict}
+"""
+
+
+def _study(tmp_path, text=GOOD):
+    path = tmp_path / "study.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_an_arm_becomes_a_run_request_with_its_server_prompt_turns_timeout_and_environment(tmp_path):
+    (tmp_path / "skill.md").write_text("Use the vendor's tools carefully.")
+    study = load_study(_study(tmp_path))
+    own, attached = (arm_request(study, arm, tmp_path / "out", resume=False) for arm in study.spec.arms)
+    assert own.out == tmp_path / "out" / "own" and own.mcp_server is None and own.tasks == ("editor-write-save", "folder-tree")
+    assert attached.mcp_server == "cu-run mcp --attach vnc://{vnc}" and attached.append_prompt.startswith("Use the vendor")
+    assert attached.max_turns == 30 and attached.timeout_s == 1800 and dict(attached.agent_env) == {"VENDOR_MODE": "strict"}
+    assert len(study.sha256) == 64
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.replace("tasks: [editor-write-save, folder-tree]", "tasks: [a]\nselection: s.yaml"), "one of them"),
+    (lambda t: t.replace("name: attached", "name: own"), "own more than once"),
+    (lambda t: t.replace("    agent: scripted\n", "    agent: scripted\n    tools: [screen]\n    mcp_server: x\n"),
+     "brings its own"),
+    (lambda t: t.replace("trials: 2", "trials: 0"), "trials"),
+    (lambda t: t + "colour: blue\n", "colour"),
+])
+def test_a_bad_study_file_is_refused_naming_the_field(tmp_path, change, message):
+    with pytest.raises(UsageError, match=message):
+        load_study(_study(tmp_path, change(GOOD)))
+
+
+def test_a_missing_prompt_file_is_refused_naming_the_arm(tmp_path):
+    study = load_study(_study(tmp_path))
+    with pytest.raises(UsageError, match="arm attached: cannot read its append_system_prompt"):
+        arm_request(study, study.spec.arms[1], tmp_path / "out", resume=False)
+
+
+@dataclass
+class _Arm:
+    name: str
+
+
+@dataclass
+class _ArmRun:
+    arm: _Arm
+
+
+def test_arms_are_interleaved_trial_by_trial_task_by_task_arm_by_arm():
+    tasks = load_suite("linux-core").select(["folder-tree", "editor-write-save"])
+    a, b = _ArmRun(_Arm("a")), _ArmRun(_Arm("b"))
+    work = [(arm, t, n) for arm in (b, a) for n in (2, 1) for t in tasks]
+    order = [(w[0].arm.name, w[1].id, w[2]) for w in interleaved(work, ["folder-tree", "editor-write-save"], ["a", "b"])]
+    assert order == [("a", "folder-tree", 1), ("b", "folder-tree", 1), ("a", "editor-write-save", 1),
+                     ("b", "editor-write-save", 1), ("a", "folder-tree", 2), ("b", "folder-tree", 2),
+                     ("a", "editor-write-save", 2), ("b", "editor-write-save", 2)]
+
+
+def test_the_comparison_puts_every_arm_against_the_first(tmp_path):
+    for arm, outcome in (("own", "pass"), ("other", "pass"), ("worse", "fail")):
+        folder = tmp_path / arm
+        folder.mkdir()
+        log = ResultLog(folder)
+        records = [EpisodeRecord(t, n, outcome, "", 1.0, 0, 1, "x", "y") for t in ("t1", "t2") for n in (1, 2, 3, 4)]
+        for r in records:
+            log.append(r)
+        (folder / "summary.json").write_text(json.dumps(summarize(records, ["t1", "t2"])))
+    result = compare_arms(tmp_path, ["own", "other", "worse"])
+    assert result["baseline"] == "own" and set(result["against"]) == {"other", "worse"}
+    assert result["against"]["other"]["overall"]["beyond_noise"] is False
+    assert result["against"]["worse"]["overall"]["mean_task_delta"] == -1.0
