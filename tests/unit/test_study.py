@@ -3,7 +3,6 @@ comparison of arms. tests/e2e/test_study.py runs a study on VMs, killed and resu
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
