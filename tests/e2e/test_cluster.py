@@ -140,10 +140,10 @@ def test_a_machine_joins_as_a_host_and_leaves_on_sigterm(local_cluster, tmp_path
                                "--name", "joined", "--cache-dir", str(tmp_path / "joined")],
                               env=local_cluster["env"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        line = ""
-        while "is serving" not in line:
-            line = joined.stderr.readline()
-            assert line or joined.poll() is None, "host join ended before it served"
+        said = []
+        while not said or "is serving" not in said[-1]:
+            said.append(joined.stderr.readline())
+            assert said[-1] or joined.poll() is None, "host join ended before it served:\n" + "".join(said)
         status = _in(local_cluster, "cluster", "status", local_cluster["address"], "--json", timeout=120)
         hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
         assert hosts["joined"]["slots"] == 1 and hosts["joined"]["cache_dir"] == str(tmp_path / "joined")
