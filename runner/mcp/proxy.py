@@ -16,6 +16,7 @@ import base64
 import json
 import os
 import shlex
+import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,15 @@ class ExternalServer:
 
     def describe(self) -> str:
         return self.command or self.url or ""
+
+    def preflight(self) -> None:
+        """Before any VM starts: the command's executable exists."""
+        if self.command is None:
+            return
+        exe = shlex.split(self.command)[0]
+        if not shutil.which(exe) and not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise UsageError(f"--mcp-server: {exe!r} is not an executable on PATH",
+                             fix="install the server, or give its full path")
 
 
 class ExternalSession:

@@ -309,6 +309,7 @@ def external_server(request: RunRequest, agent: Agent) -> ExternalServer | None:
     if request.mcp_server is None and request.mcp_server_url is None:
         return None
     external = ExternalServer(request.mcp_server, request.mcp_server_url)
+    external.preflight()
     if not agent.needs_mcp:
         raise UsageError(f"agent {agent.name} does not use MCP tools, so --mcp-server gives it nothing",
                          fix="use an MCP-driven agent: scripted, command, claude or codex")

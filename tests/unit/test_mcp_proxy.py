@@ -32,6 +32,9 @@ def test_placeholders_are_filled_per_episode_and_one_server_is_required():
         ExternalServer()
     with pytest.raises(UsageError):
         ExternalServer(command="x", url="y")
+    with pytest.raises(UsageError, match="not an executable"):
+        ExternalServer(command="no-such-vendor-mcp --host {vnc}").preflight()
+    ExternalServer(command=f"{sys.executable} -m runner mcp").preflight()
 
 
 def test_calls_are_mapped_onto_what_the_safety_rules_read():
@@ -82,7 +85,7 @@ def test_the_proxy_forwards_records_and_bounds_an_external_server(tmp_path):
     assert said["unmapped_calls"] == {"wiggle": 1} and said["rules_not_mapped"] == ["no-sudo"]
 
 
-def test_an_external_server_that_does_not_start_is_an_infra_error_naming_its_log(tmp_path):
+def test_an_external_server_that_does_not_start_is_an_error_naming_its_log(tmp_path):
     with pytest.raises(InfraError, match="did not start") as info:
         ExternalSession(ExternalServer(command=f"{sys.executable} -c 'import sys; sys.exit(3)'"),
                         env=external_env(None), errlog=tmp_path / "mcp-server.log")
