@@ -29,6 +29,9 @@ TOKEN_FIX = ("export RAY_AUTH_TOKEN_PATH=<the cluster's token file> (cu-run clus
 
 
 def require_ray() -> Any:
+    # Before Ray is imported: it reads its auth mode once, when its core loads, and every
+    # cu-run cluster is token-authenticated.
+    os.environ["RAY_AUTH_MODE"] = "token"
     try:
         import ray
     except ImportError as exc:
@@ -86,8 +89,6 @@ def connect(address: str) -> Any:
     refused before Ray waits on it: a malformed or dead address, no token."""
     check_address(address)
     require_token()
-    # Before Ray is imported: it reads its auth mode once, when its core loads.
-    os.environ["RAY_AUTH_MODE"] = "token"
     ray = require_ray()
     if ray.is_initialized():
         return ray
