@@ -311,6 +311,7 @@ def mcp(
     host_key: Annotated[Optional[str], typer.Option("--host-key", help="--attach --ssh: the guest's host key, pinned")] = None,
     guest_agent: Annotated[Optional[str], typer.Option("--guest-agent", help="--attach --ssh: the guest agent's command, for the accessibility tools")] = None,
     profile: Annotated[str, typer.Option("--profile", help="--attach --ssh: the guest's profile (linux, windows)")] = "linux",
+    pointer_offset: Annotated[int, typer.Option("--pointer-offset", help="--attach: pixels the guest's pointer lands short (an image manifest's pointer_offset)")] = 0,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
@@ -333,7 +334,7 @@ def mcp(
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
     if attach is not None:
         _serve_attached(attach, transport, Trajectory(trajectory, max_steps=max_steps), toolsets, password_file,
-                        ssh, key, host_key, guest_agent, profile, file_root)
+                        ssh, key, host_key, guest_agent, profile, file_root, pointer_offset)
         return
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
@@ -343,13 +344,13 @@ def mcp(
 
 
 def _serve_attached(url, transport, trajectory, toolsets, password_file, ssh, key, host_key, guest_agent, profile,
-                    file_root) -> None:
+                    file_root, pointer_offset) -> None:
     from runner.mcp.attach import attached_server, parse_ssh, read_password
 
     server, closers = attached_server(url, trajectory, toolsets=toolsets, password=read_password(password_file),
                                       ssh=parse_ssh(ssh) if ssh else None, key=key, host_key=host_key,
                                       profile=profile, file_root=file_root if ssh else None,
-                                      guest_agent=guest_agent)
+                                      guest_agent=guest_agent, pointer_offset=pointer_offset)
     try:
         _serve_mcp(server, transport, url, {"attached": url}, wait=_wait_for_signal)
     finally:

@@ -22,7 +22,7 @@ from typing import Protocol
 from runner.cluster.host_service import unpack_episode
 from runner.config import private_dir
 from runner.runs.harness import INFRA_RETRIES
-from runner.runs.results import EpisodeRecord, ResultLog
+from runner.runs.results import EpisodeRecord, ResultLog, keep_record
 from runner.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -166,12 +166,4 @@ class ClusterPool:
     def _keep(self, record: EpisodeRecord) -> None:
         with self._lock:
             self._outstanding -= 1
-        try:
-            self.log.append(record)
-        except OSError as exc:
-            log.error("could not record %s #%d (%s): %s", record.task_id, record.trial, record.outcome, exc)
-            return
-        try:
-            self.on_record(record)
-        except Exception as exc:  # noqa: BLE001 - printing a record must not stop the slot
-            log.warning("could not show the record of %s #%d: %s", record.task_id, record.trial, exc)
+        keep_record(self.log, record, self.on_record)

@@ -69,7 +69,7 @@ def read_password(path: Path | None) -> str | None:
 def attached_server(url: str, trajectory: Trajectory, *, toolsets: tuple[str, ...], password: str | None,
                     ssh: SshTarget | None = None, key: Path | None = None, host_key: str | None = None,
                     profile: str = "linux", file_root: str | None = None,
-                    guest_agent: str | None = None) -> tuple[MCPServer, list]:
+                    guest_agent: str | None = None, pointer_offset: int = 0) -> tuple[MCPServer, list]:
     """The MCP server over the screen at URL (and the guest shell, when given), every call in
     TRAJECTORY; and what to close when it is done."""
     host, port = parse_vnc(url)
@@ -88,7 +88,7 @@ def attached_server(url: str, trajectory: Trajectory, *, toolsets: tuple[str, ..
         shell = SshShell(ssh.host, ssh.port, ssh.user, key, host_key)
     elif guest_agent:
         raise UsageError("--guest-agent runs through the guest shell: give --ssh too")
-    display = VncDisplay(host, port, password=password)
+    display = VncDisplay(host, port, password=password, pointer_offset=pointer_offset)
     recorded_shell = RecordingShell(shell, trajectory) if shell is not None else None
     server = build_server(RecordingDisplay(display, trajectory), recorded_shell, toolsets=toolsets,
                           file_root=file_root, guest=get_profile(profile) if shell is not None else None,

@@ -35,7 +35,7 @@ from runner.hypervisor.host import Host
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.scoring.quarantine import quarantine, user_processes
 from runner.runs.recording import Recorder
-from runner.runs.results import EpisodeRecord, Outcome, ResultLog
+from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.tasks.scripts import grant_admin, hand_home_to_user, run_privileged
 from runner.tasks.model import SafetyRule, Task
@@ -421,17 +421,7 @@ class Harness:
                              started.isoformat(), datetime.now(UTC).isoformat())
 
     def keep(self, record: EpisodeRecord) -> None:
-        """Appends RECORD to the results. A record that cannot be written (a full disk) is said
-        and the slot goes on: the run names the episodes without a record when it ends."""
-        try:
-            self.log.append(record)
-        except OSError as exc:
-            log.error("could not record %s #%d (%s): %s", record.task_id, record.trial, record.outcome, exc)
-            return
-        try:
-            self.on_record(record)
-        except Exception as exc:  # noqa: BLE001 - printing a record must not stop the slot
-            log.warning("could not show the record of %s #%d: %s", record.task_id, record.trial, exc)
+        keep_record(self.log, record, self.on_record)
 
     def _runner_failure(self, slot: int, task: Task, trial: int, exc: Exception) -> EpisodeRecord:
         """What an exception nobody expected comes to: a recorded infra error, its traceback kept."""

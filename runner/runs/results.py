@@ -7,9 +7,11 @@ and redoes only what has no line (infra errors included: they were never scored)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -19,6 +21,7 @@ from runner.scoring.stats import is_flaky, wilson
 Outcome = Literal["pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "timeout", "agent_error", "verifier_error", "infra_error")
 RESULTS = "results.jsonl"
+log = logging.getLogger(__name__)
 LOCAL_HOST = "local"
 
 
@@ -39,6 +42,20 @@ class EpisodeRecord:
     changed: list[str] = field(default_factory=list)  # write-set changes outside the allowed paths
     check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
     host: str = LOCAL_HOST  # the cu-run host it ran on: "local", or a cluster host's name
+
+
+def keep_record(results: ResultLog, record: EpisodeRecord, on_record: Callable[[EpisodeRecord], None]) -> None:
+    """Appends RECORD to RESULTS, then shows it. A record that cannot be written (a full disk) is
+    said and the pool goes on: the run names the episodes without a record when it ends."""
+    try:
+        results.append(record)
+    except OSError as exc:
+        log.error("could not record %s #%d (%s): %s", record.task_id, record.trial, record.outcome, exc)
+        return
+    try:
+        on_record(record)
+    except Exception as exc:  # noqa: BLE001 - printing a record must not stop the pool
+        log.warning("could not show the record of %s #%d: %s", record.task_id, record.trial, exc)
 
 
 class ResultLog:

@@ -25,6 +25,7 @@ def test_mcp_attach_serves_a_vm_it_did_not_start(linux_image, tmp_path):
             "--password-file", str(tmp_path / "vnc-password"),
             "--ssh", f"{ssh['user']}@{ssh['host']}:{ssh['port']}", "--key", ssh["key"],
             "--host-key", manifest.ssh.host_key, "--guest-agent", manifest.guest_agent,
+            "--pointer-offset", str(manifest.pointer_offset),
             "--tools", ",".join(ALL_SETS), "--file-root", "/home/cu", "--trajectory", str(tmp_path / "traj")])
 
         async def session():
