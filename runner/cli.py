@@ -312,6 +312,7 @@ def mcp(
     guest_agent: Annotated[Optional[str], typer.Option("--guest-agent", help="--attach --ssh: the guest agent's command, for the accessibility tools")] = None,
     profile: Annotated[str, typer.Option("--profile", help="--attach --ssh: the guest's profile (linux, windows)")] = "linux",
     pointer_offset: Annotated[int, typer.Option("--pointer-offset", help="--attach: pixels the guest's pointer lands short (an image manifest's pointer_offset)")] = 0,
+    full_refresh: Annotated[bool, typer.Option("--full-refresh", help="--attach: a full VNC refresh per screenshot instead of the background mirror")] = False,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cache_dir: CacheDir = None,
@@ -334,7 +335,7 @@ def mcp(
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
     if attach is not None:
         _serve_attached(attach, transport, Trajectory(trajectory, max_steps=max_steps), toolsets, password_file,
-                        ssh, key, host_key, guest_agent, profile, file_root, pointer_offset)
+                        ssh, key, host_key, guest_agent, profile, file_root, pointer_offset, not full_refresh)
         return
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
@@ -344,13 +345,14 @@ def mcp(
 
 
 def _serve_attached(url, transport, trajectory, toolsets, password_file, ssh, key, host_key, guest_agent, profile,
-                    file_root, pointer_offset) -> None:
+                    file_root, pointer_offset, fast_capture) -> None:
     from runner.mcp.attach import attached_server, parse_ssh, read_password
 
     server, closers = attached_server(url, trajectory, toolsets=toolsets, password=read_password(password_file),
                                       ssh=parse_ssh(ssh) if ssh else None, key=key, host_key=host_key,
                                       profile=profile, file_root=file_root if ssh else None,
-                                      guest_agent=guest_agent, pointer_offset=pointer_offset)
+                                      guest_agent=guest_agent, pointer_offset=pointer_offset,
+                                      fast_capture=fast_capture)
     try:
         _serve_mcp(server, transport, url, {"attached": url}, wait=_wait_for_signal)
     finally:

@@ -93,7 +93,12 @@ class VncDisplay(Display):
         self._pointer_sent_at = 0.0
         self._size: DisplayInfo | None = None
         self._size_at = 0.0
+        self.input_at = 0.0  # when the last input went out (a capture mirror waits for a frame after it)
         self._connect()
+
+    def use_capture(self, capture: Capture) -> None:
+        """Screenshots through CAPTURE from now on (a faster path found after connecting)."""
+        self._capture = capture
 
     # -- connection
 
@@ -117,6 +122,9 @@ class VncDisplay(Display):
                 # A timed-out call leaves a late reply in the proxy's queue: start afresh next time.
                 self._drop()
                 raise _unreachable(self.address, exc) from exc
+            finally:
+                if method != "captureScreen":
+                    self.input_at = time.monotonic()
 
     def _pointer_call(self, method: str, *args) -> None:
         """A pointer message, at least POINTER_GAP_S after the one before it."""

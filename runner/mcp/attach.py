@@ -1,8 +1,9 @@
 """`cu-run mcp --attach vnc://HOST:PORT`: cu-run's MCP server over a screen it did not start.
 
 Any VNC endpoint will do: a lab machine, a VM started by hand or by `cu-run vm up`, another
-tool's sandbox. Screen, mouse and keyboard go over VNC (capture too: there is no libvirt
-here to take a screendump). The file tools need a guest shell, given as SSH with a pinned
+tool's sandbox. Screen, mouse and keyboard go over VNC; capture too, as there is no libvirt
+here to take a screendump: from a second connection kept current with incremental updates
+(runner.display.vnc_mirror), or, with fast_capture off, a full refresh per screenshot. The file tools need a guest shell, given as SSH with a pinned
 host key; the accessibility tools also need the guest agent's command on that guest.
 """
 
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 from mcp.server.mcpserver import MCPServer
 
 from runner.display.vnc import VncDisplay
+from runner.display.vnc_mirror import VncMirror
 from runner.errors import UsageError
 from runner.guest.agent import GuestAgent
 from runner.guest.ssh import SshShell
@@ -69,7 +71,8 @@ def read_password(path: Path | None) -> str | None:
 def attached_server(url: str, trajectory: Trajectory, *, toolsets: tuple[str, ...], password: str | None,
                     ssh: SshTarget | None = None, key: Path | None = None, host_key: str | None = None,
                     profile: str = "linux", file_root: str | None = None,
-                    guest_agent: str | None = None, pointer_offset: int = 0) -> tuple[MCPServer, list]:
+                    guest_agent: str | None = None, pointer_offset: int = 0,
+                    fast_capture: bool = True) -> tuple[MCPServer, list]:
     """The MCP server over the screen at URL (and the guest shell, when given), every call in
     TRAJECTORY; and what to close when it is done."""
     host, port = parse_vnc(url)
@@ -89,8 +92,13 @@ def attached_server(url: str, trajectory: Trajectory, *, toolsets: tuple[str, ..
     elif guest_agent:
         raise UsageError("--guest-agent runs through the guest shell: give --ssh too")
     display = VncDisplay(host, port, password=password, pointer_offset=pointer_offset)
+    closers: list = [display]
+    if fast_capture:
+        mirror = VncMirror(host, port, password, last_input=lambda: display.input_at)
+        display.use_capture(mirror.capture)
+        closers.append(mirror)
     recorded_shell = RecordingShell(shell, trajectory) if shell is not None else None
     server = build_server(RecordingDisplay(display, trajectory), recorded_shell, toolsets=toolsets,
                           file_root=file_root, guest=get_profile(profile) if shell is not None else None,
                           guest_agent=GuestAgent(recorded_shell, guest_agent) if recorded_shell and guest_agent else None)
-    return server, [c for c in (display, shell) if c is not None]
+    return server, closers + ([shell] if shell is not None else [])
