@@ -176,6 +176,7 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
     codes = [finish_run(a.plan, a.request, a.log, a.provenance, console).exit_code for a in arms]
     comparison = compare_arms(out_dir, [a.arm.name for a in arms])
     (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
+    (out_dir / "comparison.md").write_text(comparison_markdown(comparison))
     _print_comparison(console, comparison)
     return EXIT_INFRA if EXIT_INFRA in codes else max(codes)
 
@@ -272,6 +273,28 @@ def compare_arms(out_dir: Path, names: list[str]) -> dict:
     """Every arm against the first, per task and overall (runner.scoring.compare)."""
     base = names[0]
     return {"baseline": base, "against": {name: compare_runs(out_dir / base, out_dir / name) for name in names[1:]}}
+
+
+def comparison_markdown(comparison: dict) -> str:
+    """The comparison as a report a person reads: per arm against the first, per task and overall."""
+    def side(c: dict | None) -> str:
+        return "-" if c is None or c["rate"] is None else f"{c['passes']}/{c['scored']} ({c['rate']:.2f})"
+
+    base = comparison["baseline"]
+    lines = [f"# Study comparison: every arm against {base}", ""]
+    for name, result in comparison["against"].items():
+        o = result["overall"]
+        lines += [f"## {name} against {base}", "", f"| task | {base} | {name} | change | p (Fisher) | beyond noise |",
+                  "|---|---|---|---|---|---|"]
+        for row in result["tasks"]:
+            delta = "-" if row["delta"] is None else f"{row['delta']:+.2f}"
+            p = "-" if row["p_value"] is None else f"{row['p_value']:.3f}"
+            lines.append(f"| {row['task']} | {side(row['a'])} | {side(row['b'])} | {delta} | {p} | "
+                         f"{'yes' if row['beyond_noise'] else 'no'} |")
+        lines.append(f"| **overall** | {side(o['a'])} | {side(o['b'])} | {o['mean_task_delta']:+.2f} (mean per task) | "
+                     f"95% CI [{o['ci95'][0]:+.2f}, {o['ci95'][1]:+.2f}] | {'yes' if o['beyond_noise'] else 'no'} |")
+        lines += ["", f"Per task: {result['method']['task']}. Overall: {result['method']['overall']}.", ""]
+    return "\n".join(lines)
 
 
 def _print_comparison(console: Console, comparison: dict) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from runner.errors import UsageError
 from runner.runs.results import EpisodeRecord, ResultLog, summarize
-from runner.runs.study import arm_request, compare_arms, interleaved, load_study
+from runner.runs.study import arm_request, compare_arms, comparison_markdown, interleaved, load_study
 from runner.tasks.model import load_suite
 
 GOOD = """suite: linux-core
@@ -96,3 +96,5 @@ def test_the_comparison_puts_every_arm_against_the_first(tmp_path):
     assert result["baseline"] == "own" and set(result["against"]) == {"other", "worse"}
     assert result["against"]["other"]["overall"]["beyond_noise"] is False
     assert result["against"]["worse"]["overall"]["mean_task_delta"] == -1.0
+    report = comparison_markdown(result)
+    assert "## worse against own" in report and "| t1 | 4/4 (1.00) | 0/4 (0.00) | -1.00 |" in report
