@@ -61,3 +61,4 @@ arms:
     assert comparison["baseline"] == "own"
     assert comparison["against"]["attached"]["overall"]["beyond_noise"] is False
     assert "no difference beyond noise" in resumed.stderr
+    assert "## attached against own" in (out / "comparison.md").read_text()
