@@ -20,3 +20,12 @@ def test_e2e_tests_that_boot_no_vm_build_nothing_in_their_own_cache(tmp_path):
 
 def test_the_tests_cache_is_not_the_users():
     assert os.environ["CU_RUN_HOME"] != os.path.expanduser("~/.cache/cu-run")
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    # tests/unit and tests/e2e are not packages: two modules of one name cannot both be collected.
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    assert [n for n, count in names.items() if count > 1] == []
