@@ -198,7 +198,6 @@ class HostService:
         image = Catalog(self.settings.images_dir).get(order.image)
         if image.manifest.disk_sha256 != order.image_sha256:
             raise UsageError(f"host {self.name} has another {order.image} than the driver's")
-        image.verify_disk()
         accel, probe = resolve_accel(self.settings, image, order.accel)
         slots = self._admitted(image, accel)
         notes: list[str] = []
@@ -221,7 +220,10 @@ class HostService:
                 "agent_version": agent.version()}
 
     def _start(self, order: RunOrder, image, accel: str, slots: int, notes: list[str]):
+        """How this host's VMs start. The golden disk's sha256 is checked once on every path:
+        by warm_image when warming, here before a cold start."""
         if order.start == "cold":
+            image.verify_disk()
             return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
         try:
             lines: list[str] = []
@@ -233,6 +235,7 @@ class HostService:
             if order.start == "warm":
                 raise
             notes.append(f"starting cold: warming failed: {exc}")
+            image.verify_disk()  # warming may have failed on a changed disk: never start cold on it
             return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
         plan = plan_start(order.start, self.host, image, accel, self.settings.libvirt_uri, slots)
         if plan.notice:
