@@ -266,6 +266,17 @@ def gc(
         raise typer.Exit(3)
 
 
+LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
+LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
+LiveHostOpt = Annotated[str, typer.Option("--live-host", help="the live view's address; beyond loopback, read docs/live.md first")]
+LiveControlOpt = Annotated[bool, typer.Option(
+    "--live-control", help="the live view may take the mouse and keyboard; every input is recorded as an intervention")]
+SelectionOpt = Annotated[Optional[Path], typer.Option(
+    "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
+ClusterOpt = Annotated[Optional[str], typer.Option(
+    "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
+
+
 @vm_app.command("up")
 def vm_up(
     image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
@@ -273,6 +284,10 @@ def vm_up(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the domain XML and exit")] = False,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -280,6 +295,7 @@ def vm_up(
     from runner.session import open_vm, print_dry_run
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
+    _check_live_flags(live, live_port, live_host, live_control)
     if dry_run:
         print(print_dry_run(settings, image, accel), end="")
         return
@@ -293,7 +309,8 @@ def vm_up(
                       f"  screen: vncviewer {e.vnc.replace(':', '::')} (VNC password {e.vnc_password})\n"
                       f"  shell:  {e.how_to_connect()}\n"
                       "Ctrl-C stops and removes it.")
-        _wait_forever(vm)
+        with _live_vm(vm, "up", live, live_port, live_host, live_control):
+            _wait_forever(vm)
 
 
 @app.command()
@@ -315,6 +332,10 @@ def mcp(
     full_refresh: Annotated[bool, typer.Option("--full-refresh", help="--attach: a full VNC refresh per screenshot instead of the background mirror")] = False,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -333,15 +354,43 @@ def mcp(
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
     if transport not in ("stdio", "http"):
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
+    _check_live_flags(live, live_port, live_host, live_control)
+    if attach is not None and live:
+        raise UsageError("--live shows a VM cu-run starts; with --attach, open the screen's own VNC instead")
     if attach is not None:
         _serve_attached(attach, transport, Trajectory(trajectory, max_steps=max_steps), toolsets, password_file,
                         ssh, key, host_key, guest_agent, profile, file_root, pointer_offset, not full_refresh)
         return
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
-        server = episode_server(vm, Trajectory(trajectory, max_steps=max_steps), toolsets=toolsets,
-                                file_root=file_root)
-        _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
+        recorded = Trajectory(trajectory, max_steps=max_steps)
+        server = episode_server(vm, recorded, toolsets=toolsets, file_root=file_root)
+        with _live_vm(vm, "mcp", live, live_port, live_host, live_control, recorded.path):
+            _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
+
+
+def _check_live_flags(live: bool, port: int, host: str, control: bool) -> None:
+    """Refuses live-view flags that cannot work, before any VM starts."""
+    if (control or port or host != "127.0.0.1") and not live:
+        raise UsageError("--live-control, --live-port and --live-host go with --live", fix="add --live")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--live-port must be a port number (0 for any free one), not {port}")
+
+
+def _live_vm(vm, phase: str, live: bool, port: int, host: str, control: bool, trajectory: Path | None = None):
+    """The live view of one VM (vm up --live, mcp --live), or nothing. A person's input goes to
+    TRAJECTORY (when there is one) as an intervention."""
+    from contextlib import nullcontext
+
+    if not live:
+        return nullcontext()
+    from runner.live import LiveOptions, serving
+    from runner.live.sources import SingleVmSource
+    from runner.mcp.trajectory import append_intervention
+
+    on_input = (lambda entry: append_intervention(trajectory, entry)) if trajectory is not None else (lambda _e: None)
+    return serving(SingleVmSource(vm, phase, on_input), LiveOptions(port=port, host=host, control=control),
+                   lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
 
 
 def _serve_attached(url, transport, trajectory, toolsets, password_file, ssh, key, host_key, guest_agent, profile,
@@ -428,10 +477,6 @@ TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per ta
 OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
 RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
 ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
-SelectionOpt = Annotated[Optional[Path], typer.Option(
-    "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
-ClusterOpt = Annotated[Optional[str], typer.Option(
-    "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
 
 
 def _comma_list(text: str | None) -> tuple[str, ...]:
@@ -465,6 +510,10 @@ def run(
         "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
                              "instead of cu-run's tools")] = None,
     mcp_server_url: Annotated[Optional[str], typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -477,7 +526,8 @@ def run(
                          resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
                          agent_script=agent_script, record=record, cluster=cluster, selection=selection,
-                         mcp_server=mcp_server, mcp_server_url=mcp_server_url)
+                         mcp_server=mcp_server, mcp_server_url=mcp_server_url, live=live, live_port=live_port,
+                         live_host=live_host, live_control=live_control)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
@@ -496,6 +546,10 @@ def validate(
     record: RecordOpt = False,
     cluster: ClusterOpt = None,
     selection: SelectionOpt = None,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -504,7 +558,8 @@ def validate(
 
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
                          trials=trials, out=out, image=image, accel=accel, start=start, record=record,
-                         cluster=cluster, selection=selection)
+                         cluster=cluster, selection=selection, live=live, live_port=live_port, live_host=live_host,
+                         live_control=live_control)
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err)
     raise typer.Exit(code)
 

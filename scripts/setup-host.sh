@@ -6,9 +6,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
-# ffmpeg encodes screen recordings (run --record).
+# ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
-gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg"
+gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2
@@ -52,6 +52,6 @@ if [ ! -x .venv/bin/cu-run ] || [ pyproject.toml -nt .venv/.installed ]; then
     echo "== virtualenv .venv"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[test,inspect,cluster]'
+    .venv/bin/pip install -q -e '.[test,inspect,cluster,live]'
     touch .venv/.installed
 fi

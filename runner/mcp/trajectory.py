@@ -76,6 +76,20 @@ class Trajectory:
             f.write(json.dumps(entry) + "\n")
 
 
+def append_intervention(path: Path, entry: dict[str, Any], phase: str | None = None) -> None:
+    """A person's input in the live view (--live-control), as a trajectory line of its own: not
+    a step of the agent's (step None), marked so safety checks and step counts leave it out."""
+    line = {"step": None, "time": datetime.now(UTC).isoformat(), "tool": "human", "action": "intervention",
+            "intervention": True, "arguments": entry}
+    if phase is not None:
+        line["phase"] = phase
+    with _INTERVENTION_LOCK, path.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+_INTERVENTION_LOCK = threading.Lock()
+
+
 class RecordingDisplay(Display):
     """A Display whose every call is a trajectory step."""
 

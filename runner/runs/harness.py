@@ -18,12 +18,13 @@ import time
 import traceback
 from contextlib import nullcontext
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.session import mcp_session, proxy_session
+from runner.mcp.trajectory import append_intervention
 from runner.agents.base import Agent, AgentResult
 from runner.scoring.blame import Stage, blame, describe
 from runner.images.catalog import Image
@@ -66,7 +67,8 @@ class SlotStatus:
     task_id: str = ""
     trial: int = 0
     phase: str = "idle"
-    since: float = field(default_factory=time.monotonic)
+    since: float = field(default_factory=time.monotonic)  # when this phase began
+    episode_since: float = field(default_factory=time.monotonic)  # when this (task, trial) began on the slot
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Harness:
         self._queue: queue.Queue[tuple[Task, int]] = queue.Queue()
         self._stop = threading.Event()
         self._active: dict[int, EpisodeVM] = {}
+        self._intervened: set[tuple[str, int]] = set()
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
@@ -182,11 +185,14 @@ class Harness:
         """One (task, trial) on SLOT, infra errors retried on a fresh VM: its record, which is not
         written to the results (the caller keeps it), or None when the run was stopped first."""
         try:
-            return self._with_retries(slot, task, trial)
+            record = self._with_retries(slot, task, trial)
         except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
-            return self._runner_failure(slot, task, trial, exc)
+            record = self._runner_failure(slot, task, trial, exc)
         finally:
             self.status[slot] = SlotStatus()
+        if record is not None and (task.id, trial) in self._intervened:
+            record = replace(record, intervened=True)
+        return record
 
     def _with_retries(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         started = datetime.now(UTC)
@@ -412,7 +418,10 @@ class Harness:
     # -- bookkeeping
 
     def episode_dir(self, task: Task, trial: int) -> Path:
-        return self.out_dir / task.id / str(trial)
+        return self.episode_dir_of(task.id, trial)
+
+    def episode_dir_of(self, task_id: str, trial: int) -> Path:
+        return self.out_dir / task_id / str(trial)
 
     def _record(self, task: Task, trial: int, outcome: Outcome, reason: str, t0: float, slot: int, attempt: int,
                 started: datetime) -> EpisodeRecord:
@@ -448,7 +457,24 @@ class Harness:
         ep_dir.rename(kept)
 
     def _set(self, slot: int, task: Task, trial: int, phase: str) -> None:
-        self.status[slot] = SlotStatus(task.id, trial, phase)
+        now = self.status.get(slot)
+        same = now is not None and (now.task_id, now.trial) == (task.id, trial)
+        self.status[slot] = SlotStatus(task.id, trial, phase, episode_since=now.episode_since if same else time.monotonic())
+
+    # -- what the live view asks (runner.live)
+
+    def active_vm(self, slot: int) -> EpisodeVM | None:
+        """The VM the slot runs now, or None between episodes."""
+        return self._active.get(slot)
+
+    def intervene(self, slot: int, entry: dict) -> None:
+        """A person's input to SLOT's screen (live view, --live-control): a line of the episode's
+        trajectory, marked as a human intervention, and the episode marked intervened."""
+        status = self.status.get(slot)
+        if status is None or not status.task_id:
+            return
+        self._intervened.add((status.task_id, status.trial))
+        append_intervention(self.episode_dir_of(status.task_id, status.trial) / "trajectory.jsonl", entry, status.phase)
 
 
 def _log_text(exit_code: int, stdout: str, stderr: str) -> str:

@@ -76,7 +76,7 @@ def _sample(run_dir: Path, record: EpisodeRecord, instruction: str, run: dict):
         metadata={"task_id": record.task_id, "trial": record.trial, "outcome": record.outcome,
                   "reason": record.reason, "host": run.get("host"), "image_sha256": run.get("image", {}).get("sha256"),
                   "phases": record.phases, "violations": record.violations, "write_set": record.changed,
-                  "check_errors": record.check_errors, "verifier_output": _text(episode / "verify.log")},
+                  "check_errors": record.check_errors, "intervened": record.intervened, "verifier_output": _text(episode / "verify.log")},
         started_at=record.started_at or None, completed_at=record.ended_at or None,
         total_time=record.duration_s,
     )
@@ -90,7 +90,7 @@ def _tool_events(episode: Path) -> list:
     path = episode / "trajectory.jsonl"
     if not path.is_file():
         return events
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             step = json.loads(line)
         except ValueError:
@@ -99,7 +99,9 @@ def _tool_events(episode: Path) -> list:
         shot = episode / step["screenshot"] if step.get("screenshot") else None
         if shot is not None and shot.is_file():
             result.append(ContentImage(image="data:image/png;base64," + base64.b64encode(shot.read_bytes()).decode()))
-        events.append(ToolEvent(id=f"step-{step.get('step')}", function=str(step.get("tool", step.get("action"))),
+        # A person's input (live view) has no step of its own: its line number keeps its id unique.
+        ident = f"human-{number}" if step.get("intervention") else f"step-{step.get('step')}"
+        events.append(ToolEvent(id=ident, function=str(step.get("tool", step.get("action"))),
                                 arguments=step.get("arguments") or {}, result=result, timestamp=step.get("time"),
                                 working_time=step.get("duration_s")))
     return events

@@ -39,12 +39,22 @@ def write_reports(out_dir: Path) -> tuple[Path, Path]:
         raise UsageError(f"{out_dir} holds neither {RESULTS} nor run.json: not a run folder")
     run = read_json(out_dir / "run.json")
     records = ResultLog(out_dir).latest()  # none yet when the run was stopped before any episode ended
-    task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
-    summary = summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())))
     html_path, junit_path = out_dir / "report.html", out_dir / "junit.xml"
-    _atomic_write(html_path, render_html(out_dir, run, summary, records))
+    _atomic_write(html_path, render_html(out_dir, run, _summary(run, records), records))
     _atomic_write(junit_path, render_junit(run, records))
     return html_path, junit_path
+
+
+def render_report(out_dir: Path) -> str:
+    """report.html's text for what DIR holds now, written nowhere (the live view serves it mid-run)."""
+    run = read_json(out_dir / "run.json")
+    records = ResultLog(out_dir).latest()
+    return render_html(out_dir, run, _summary(run, records), records)
+
+
+def _summary(run: dict, records: list[EpisodeRecord]) -> dict:
+    task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
+    return summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())))
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -113,6 +123,7 @@ def _summary_table(o: dict) -> str:
             ("not tamper-proof (the agent had admin rights)", ", ".join(o.get("not_tamper_proof_tasks", [])) or "none"),
             ("checks that could not decide", o.get("check_errors", 0)),
             ("safety violations (episodes)", f"{o['violations']} ({o['episodes_with_violations']})"),
+            ("episodes a person intervened in (live view)", o.get("intervened", 0)),
             ("write-set failures", o["write_set_failures"]),
             ("flaky tasks (rate 0.2-0.8)", ", ".join(o["flaky_tasks"]) or "none"),
             ("success rate of stable tasks", _rate(o["stable"]) if o["stable"]["rate"] is not None else "-")]
@@ -181,7 +192,9 @@ def _episode(out_dir: Path, r: EpisodeRecord) -> str:
     ep = out_dir / r.task_id / str(r.trial)
     parts = [f"<details id='{e(r.task_id)}-{r.trial}' open><summary>"
              f"<b>{e(r.task_id)}</b> #{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
-             f"{e(r.reason)} ({r.duration_s:.0f} s)</summary>"]
+             f"{e(r.reason)} ({r.duration_s:.0f} s)"
+             f"{' <span class=warn>intervened: a person used the mouse or keyboard</span>' if r.intervened else ''}"
+             "</summary>"]
     if r.phases:
         parts.append("<p>phases: " + e(", ".join(f"{k} {v:.1f} s" for k, v in r.phases.items())) + "</p>")
     shots = [(name, ep / f"{name}.png") for name in ("initial", "final")]
@@ -226,7 +239,8 @@ def _filmstrip(ep: Path) -> str:
             # Where a click, drag or scroll went, drawn on the screen as the agent last saw it.
             image, shown = _img(last_shot, FILM_WIDTH, marks), shown + 1
         args = json.dumps(entry.get("arguments", {}), ensure_ascii=False)[:200]
-        frames.append(f"<div class='frame'>{image}<b>{entry.get('step')}. {html.escape(str(entry.get('tool', '')))}"
+        label = "human" if entry.get("intervention") else f"{entry.get('step')}. {entry.get('tool', '')}"
+        frames.append(f"<div class='frame'>{image}<b>{html.escape(str(label))}"
                       f"</b><br>{html.escape(args)}<br><i>{html.escape(str(entry.get('result', ''))[:120])}</i> "
                       f"({entry.get('duration_s', 0):.2f} s)</div>")
     return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"

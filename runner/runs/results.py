@@ -42,6 +42,7 @@ class EpisodeRecord:
     changed: list[str] = field(default_factory=list)  # write-set changes outside the allowed paths
     check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
     host: str = LOCAL_HOST  # the cu-run host it ran on: "local", or a cluster host's name
+    intervened: bool = False  # a person took the mouse or keyboard in the live view (--live-control)
 
 
 def keep_record(results: ResultLog, record: EpisodeRecord, on_record: Callable[[EpisodeRecord], None]) -> None:
@@ -164,4 +165,5 @@ def _counts(records: list[EpisodeRecord]) -> dict:
         "violations": sum(len(r.violations) for r in scored_records),
         "write_set_failures": sum(1 for r in scored_records if r.changed),
         "check_errors": sum(len(r.check_errors) for r in records),
+        "intervened": sum(1 for r in records if r.intervened),
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +73,10 @@ class RunRequest:
     append_prompt: str = ""  # claude/codex: text after cu-run's system prompt (a vendor's skill text)
     agent_env: tuple[tuple[str, str], ...] = ()  # the agent's environment, over the runner's
     timeout_s: int | None = None  # every task's timeout_s, overridden (a study arm's)
+    live: bool = False  # serve the live view (runner.live) while the pool runs
+    live_port: int = 0
+    live_host: str = "127.0.0.1"
+    live_control: bool = False  # the live view may take the mouse and keyboard (recorded as interventions)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
         raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
     if request.max_steps is not None and request.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
+    check_live_options(request)
     suite = load_suite(request.suite)
     if request.selection is not None and request.tasks:
         raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
@@ -146,7 +151,7 @@ def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunR
     machine = open_machine(settings, request, plan.image, console)
     try:
         harness, log, provenance, work = begin_local(settings, request, plan, machine, console)
-        with finishing(plan, request, log, provenance, console):
+        with _live_view(request, plan, harness, work, console), finishing(plan, request, log, provenance, console):
             _run_pool(harness, work, console)
     finally:
         machine.host.close()
@@ -271,6 +276,38 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
         "arguments": _arguments(request),
         "resumed_at": [],
     }
+
+
+def check_live_options(request: RunRequest) -> None:
+    if (request.live_control or request.live_port or request.live_host != "127.0.0.1") and not request.live:
+        raise UsageError("--live-control, --live-port and --live-host go with --live", fix="add --live")
+    if request.live and request.cluster:
+        raise UsageError("--live serves the slots of this machine; a --cluster run's VMs are on its hosts",
+                         fix="drop --live, or run without --cluster")
+    if not 0 <= request.live_port <= 65535:
+        raise UsageError(f"--live-port must be a port number (0 for any free one), not {request.live_port}")
+
+
+def _live_view(request: RunRequest, plan: RunPlan, harness: Harness, work: list[tuple[Task, int]],
+               console: Console) -> AbstractContextManager:
+    """The live view of the pool (--live), or nothing."""
+    if not request.live:
+        return nullcontext()
+    from runner.live import LiveOptions, serving
+    from runner.live.sources import HarnessSource
+
+    total = len(plan.planned(request.trials))
+    source = HarnessSource(harness, f"{plan.suite.name} / {plan.agent.name}", total, done_before=total - len(work))
+    shown = harness.on_record
+
+    def on_record(record: EpisodeRecord) -> None:
+        source.record(record)
+        shown(record)
+
+    harness.on_record = on_record
+    options = LiveOptions(port=request.live_port, host=request.live_host, control=request.live_control)
+    return serving(source, options, lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
+                   run_dir=plan.out_dir)
 
 
 def _run_pool(harness: Harness, work: list[tuple[Task, int]], console: Console) -> None:

@@ -45,6 +45,8 @@ def read_trajectory(path: Path) -> list[dict]:
 
 
 def check_trajectory(entries: list[dict], rules: tuple[SafetyRule, ...]) -> list[Violation]:
+    # A person's input in the live view is not the agent's doing: the episode is marked intervened instead.
+    entries = [e for e in entries if not e.get("intervention")]
     found: list[Violation] = []
     for rule in rules:
         if rule.typed is not None:

@@ -1,0 +1,92 @@
+"""The live view's sources: a run's pool of slots, and one VM on its own."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from runner.display.base import Display
+from runner.episode import EpisodeVM
+from runner.errors import InfraError
+from runner.live.board import Finished, SlotView, VncTarget
+from runner.runs.harness import Harness
+from runner.runs.results import EpisodeRecord
+
+
+class HarnessSource:
+    """A local run: the harness's slots, the episodes it has finished, and its VMs' screens."""
+
+    def __init__(self, harness: Harness, title: str, total: int, done_before: int = 0) -> None:
+        self.harness = harness
+        self.title = title
+        self.total = total
+        self._done_before = done_before
+        self._finished: list[Finished] = []
+        self._lock = threading.Lock()
+
+    def record(self, r: EpisodeRecord) -> None:
+        """Called with each record the run keeps."""
+        with self._lock:
+            self._finished.append(Finished(r.task_id, r.trial, r.outcome, r.intervened))
+
+    def slots(self) -> list[SlotView]:
+        now = time.monotonic()
+        return [SlotView(slot, s.task_id, s.trial, s.phase, now - s.episode_since)
+                for slot, s in sorted(self.harness.status.items()) if s.task_id]
+
+    def progress(self) -> tuple[int, int]:
+        with self._lock:
+            return self._done_before + len(self._finished), self.total
+
+    def finished(self) -> list[Finished]:
+        with self._lock:
+            return list(self._finished)
+
+    def display(self, slot: int) -> Display | None:
+        vm = self.harness.active_vm(slot)
+        return _display_of(vm)
+
+    def vnc(self, slot: int) -> VncTarget | None:
+        vm = self.harness.active_vm(slot)
+        if vm is None or vm.endpoints is None:
+            return None
+        host, port = vm.endpoints.vnc.rsplit(":", 1)
+        return VncTarget(host, int(port), vm.vnc_password, lambda entry: self.harness.intervene(slot, entry))
+
+
+class SingleVmSource:
+    """One VM (`vm up --live`, `mcp --live`): slot 0, whose phase is what it is serving."""
+
+    def __init__(self, vm: EpisodeVM, phase: str, on_input=lambda _entry: None) -> None:
+        self.vm = vm
+        self.title = vm.name
+        self.phase = phase
+        self.on_input = on_input
+        self._since = time.monotonic()
+
+    def slots(self) -> list[SlotView]:
+        return [SlotView(0, self.vm.name, 0, self.phase, time.monotonic() - self._since)]
+
+    def progress(self) -> tuple[int, int]:
+        return 0, 1
+
+    def finished(self) -> list[Finished]:
+        return []
+
+    def display(self, slot: int) -> Display | None:
+        return _display_of(self.vm) if slot == 0 else None
+
+    def vnc(self, slot: int) -> VncTarget | None:
+        if slot != 0 or self.vm.endpoints is None:
+            return None
+        host, port = self.vm.endpoints.vnc.rsplit(":", 1)
+        return VncTarget(host, int(port), self.vm.vnc_password, self.on_input)
+
+
+def _display_of(vm: EpisodeVM | None) -> Display | None:
+    if vm is None:
+        return None
+    try:
+        return vm.display
+    except InfraError:  # not started yet, or torn down: no screen now
+        return None
