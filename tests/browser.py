@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 # What Chromium needs to type a character through CDP: (key, code, virtual key code).
-_SPECIAL = {" ": ("Space", 32), "/": ("Slash", 191), "-": ("Minus", 189), ".": ("Period", 190), "\n": ("Enter", 13)}
+_SPECIAL = {" ": ("Space", 32), "/": ("Slash", 191), "-": ("Minus", 189), ".": ("Period", 190),
+            ";": ("Semicolon", 186), "\n": ("Enter", 13)}
 
 
 class BrowserError(Exception):
@@ -153,11 +154,8 @@ class Page:
                 code, vk, key = f"Digit{ch}", ord(ch), ch
             else:
                 raise BrowserError(f"no key for {ch!r} in this driver")
-            down = {"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk}
-            if ch != "\n":
-                down["text"] = ch
-            else:
-                down["text"] = "\r"
+            down = {"type": "keyDown", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                    "text": "\r" if ch == "\n" else ch}
             self.browser.call("Input.dispatchKeyEvent", down, self.session)
             self.browser.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
                                                          "windowsVirtualKeyCode": vk}, self.session)
