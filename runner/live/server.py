@@ -177,7 +177,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         from runner.live.websocket import accept_websocket
 
-        browser = accept_websocket(self.connection, self.headers)
+        try:
+            browser = accept_websocket(self.connection, self.headers)
+        except UsageError as exc:  # websockify is not installed
+            self._send(HTTPStatus.NOT_IMPLEMENTED, f"{exc.message}; {exc.fix}\n".encode(), "text/plain")
+            return
+        except Exception as exc:  # noqa: BLE001 - not a WebSocket request
+            self._send(HTTPStatus.BAD_REQUEST, f"not a WebSocket upgrade: {exc}\n".encode(), "text/plain")
+            return
         self.close_connection = True
         relay = RfbRelay(browser, (target.host, target.port), target.password, control=self.live.control,
                          on_input=target.on_input)

@@ -249,6 +249,25 @@ def test_a_taken_port_is_one_clear_error(live):
         LiveServer(FakeSource(), port=live.port)
 
 
+def test_a_plain_get_of_the_websocket_path_is_a_clear_400(live):
+    status, body, _ = get(f"{base(live)}/ws/0?token={live.token}")
+    assert status == 400 and b"not a WebSocket upgrade" in body
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"live_control": True}, "go with --live"),
+    ({"live_port": 8000}, "go with --live"),
+    ({"live": True, "live_port": 70000}, "must be a port number"),
+    ({"live": True, "cluster": "127.0.0.1:6379"}, "a --cluster run's VMs are on its hosts"),
+])
+def test_live_flags_that_cannot_work_are_refused_before_anything_starts(flags, message):
+    from runner.errors import UsageError
+    from runner.runs.run import RunRequest, check_live_options
+
+    with pytest.raises(UsageError, match=message):
+        check_live_options(RunRequest(suite="linux-core", agent="nop", **flags))
+
+
 def test_beyond_loopback_the_run_warns_first():
     said = []
     with serving(FakeSource(), LiveOptions(host="0.0.0.0", control=True), said.append):
