@@ -33,7 +33,7 @@ from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
 from runner.episode_domain import NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, ShellEndpoint
-from runner.images.warm_state import WarmSlot, slot_lock, warm_identity
+from runner.images.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +97,17 @@ class EpisodeVM:
         artifacts: Path | None = None,
         warm: WarmSlot | None = None,
         identity: SlotIdentity | None = None,
+        warm_lock: SlotLock | None = None,
     ) -> None:
         """WARM: restore that slot's saved state instead of booting (the domain takes the slot's
-        fixed name). IDENTITY: the name/UUID/MAC to boot under (default: the run's own slot)."""
+        fixed name). IDENTITY: the name/UUID/MAC to boot under (default: the run's own slot).
+        WARM_LOCK: WARM's lock, already taken by the caller; the episode releases it at teardown."""
         self.host = host
         self.image = image
         self.settings = settings
         self.options = options or EpisodeOptions()
         self.warm = warm
+        self._warm_lock = warm_lock
         if warm is not None:
             identity = warm_identity(image, warm.state.slot)
         self.identity = identity or SlotIdentity(run_id, slot)
@@ -187,8 +190,10 @@ class EpisodeVM:
                              fix=f"rebuild it: cu-run image build {self.image.name} --force")
         if self.warm is not None:
             # The slot's fixed domain name and folder are this episode's only while it holds the slot.
-            lock = slot_lock(self.image, self.warm.state.slot)
-            lock.acquire(timeout=WARM_SLOT_WAIT)
+            lock = self._warm_lock
+            if lock is None:
+                lock = slot_lock(self.image, self.warm.state.slot)
+                lock.acquire(timeout=WARM_SLOT_WAIT)
             self._undo.append(("release warm slot", lock.release))
         owner = self._make_workdir()
         t = time.monotonic()
@@ -203,12 +208,18 @@ class EpisodeVM:
         self.timings.mark("restore" if self.warm else "domain_start", t)
         self._connect(shell_port)
         t = time.monotonic()
-        self._wait_shell()
         if self.warm is not None:
+            # A restored guest was saved up and running: the admin channel's first command is
+            # both the readiness check and the clock fix. The desktop user's shell connects
+            # when first used (many agents never use it).
+            self._wait_shell(self.admin_shell)
             self._set_clock()
+        else:
+            self._wait_shell(self.shell)
         self.timings.mark("shell_ready", t)
         if self.options.wait_desktop:
-            self._wait_desktop()
+            if self.warm is None or not self._desktop_still_shown():
+                self._wait_desktop()
             self.timings.mark("desktop_ready", t)
 
     def _make_workdir(self) -> Owner:
@@ -291,17 +302,21 @@ class EpisodeVM:
         if nvram is not None and (self.workdir / NVRAM_FILE).exists():
             shutil.move(self.workdir / NVRAM_FILE, nvram)
 
-    def _wait_shell(self) -> None:
-        assert self._shell is not None
+    def _wait_shell(self, shell: GuestShell) -> None:
         deadline = time.monotonic() + self.options.shell_timeout
         while True:
             self.check_alive()
             try:
-                self._shell.wait_ready(min(10.0, max(0.5, deadline - time.monotonic())))
+                shell.wait_ready(min(10.0, max(0.5, deadline - time.monotonic())))
                 return
             except GuestUnreachable:
                 if time.monotonic() >= deadline:
                     raise
+
+    def _desktop_still_shown(self) -> bool:
+        """After a restore: one capture. The warm state was saved with the desktop up and
+        settled, so the desktop drawn again is enough; anything else gets the full wait."""
+        return desktop_shown(self.display.screenshot(), self.image.manifest.desktop_color)
 
     def _wait_desktop(self) -> None:
         """Waits for the desktop to be drawn and settled: two captures alike, half a second apart."""

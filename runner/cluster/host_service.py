@@ -208,7 +208,8 @@ class HostService:
                            script=order.agent_script)
         folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
         pool = PoolConfig(image=image, accel=accel, vm_pool=slots, run_id=new_run_id(), toolsets=order.tools,
-                          max_steps=order.max_steps, warm=start.slots, suite_rules=suite.safety, record=order.record,
+                          max_steps=order.max_steps, warm=start.slots, spare_warm=start.spares,
+                          suite_rules=suite.safety, record=order.record,
                           mcp_server=ExternalServer(order.mcp_server, order.mcp_server_url)
                           if order.mcp_server or order.mcp_server_url else None)
         with self._lock:
@@ -286,6 +287,7 @@ class HostService:
             self.leases.drop(run_key)
         if run is not None:
             run.harness.stop()
+            run.harness.drain()  # the VMs still being torn down in the background
             shutil.rmtree(run.folder, ignore_errors=True)
 
     def shutdown(self) -> None:

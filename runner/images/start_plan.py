@@ -10,13 +10,17 @@ from runner.images.catalog import Image
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
-from runner.images.warm_state import START_MODES, WarmSlot, current_deps, load_slot, stale_reasons
+from runner.images.warm_state import START_MODES, WarmSlot, current_deps, list_slots, load_slot, stale_reasons
+
 
 @dataclass(frozen=True)
 class StartPlan:
     mode: Literal["warm", "cold"]
     slots: dict[int, WarmSlot]  # pool slot -> its warm state (empty when cold)
     notice: str | None = None  # why auto chose cold
+    # Valid warm states beyond the pool's: a slot restores one of these while its last VM is
+    # still being torn down, so teardown leaves the slot's critical path.
+    spares: tuple[WarmSlot, ...] = ()
 
 
 def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_uri: str,
@@ -43,7 +47,7 @@ def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_u
             continue
         slots[slot] = found
     if not problems:
-        return StartPlan("warm", slots)
+        return StartPlan("warm", slots, spares=tuple(_spares(image, vm_pool, current)))
     fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
     if requested == "warm":
         raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
@@ -51,3 +55,12 @@ def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_u
                      + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
 
 
+
+
+def _spares(image: Image, vm_pool: int, current) -> list[WarmSlot]:
+    """IMAGE's valid warm states of the slots past VM_POOL."""
+    found = []
+    for state in list_slots(image):
+        if state.state.slot >= vm_pool and not stale_reasons(state.state.deps, current):
+            found.append(state)
+    return found

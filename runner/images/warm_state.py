@@ -213,18 +213,22 @@ class SlotLock:
         self._handle: IO | None = None
 
     def acquire(self, timeout: float) -> None:
-        self._handle = self.path.open("a")
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    self.release()
-                    raise InfraError(f"warm slot {self.name} is in use by another run",
-                                     fix="use another --vm-pool size, wait, or start cold (--start cold)") from None
-                time.sleep(0.5)
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise InfraError(f"warm slot {self.name} is in use by another run",
+                                 fix="use another --vm-pool size, wait, or start cold (--start cold)") from None
+            time.sleep(0.5)
+
+    def try_acquire(self) -> bool:
+        """Takes the slot if nobody holds it; says whether it did."""
+        self._handle = self.path.open("a")
+        try:
+            fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            self.release()
+            return False
 
     def release(self) -> None:
         if self._handle is not None:

@@ -64,6 +64,11 @@ class Shells:
     admin: GuestShell
 
 
+# How a staged_run_script says that staging itself failed, before the task's script ran.
+STAGING_FAILED = "cu-run: could not stage the task's files"
+STAGING_FAILED_EXIT = 125
+
+
 class GuestProfile(ABC):
     name: str
     script_ext: str  # of task scripts: ".sh", ".ps1"
@@ -127,6 +132,14 @@ class GuestProfile(ABC):
     @abstractmethod
     def staged_path(self, folder: str, relative: str) -> str:
         """The guest path of a task file RELATIVE (with '/') staged in FOLDER."""
+
+    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str) -> str | None:
+        """One command that stages FILES (relative path -> content) in FOLDER made afresh, runs
+        SCRIPT from there with its output and exit code as its own, then removes FOLDER; None
+        when this guest stages by copying each file (stage_script, then GuestShell.put).
+
+        Staging that fails exits STAGING_FAILED_EXIT with STAGING_FAILED on stderr."""
+        return None
 
     @abstractmethod
     def hand_home_script(self, user: DesktopUser) -> str:

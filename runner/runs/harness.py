@@ -41,7 +41,7 @@ from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.tasks.scripts import grant_admin, hand_home_to_user, run_privileged
 from runner.tasks.model import SafetyRule, Task
 from runner.scoring.verdict import Verdict, parse_verdict
-from runner.images.warm_state import WarmSlot
+from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
 from runner.scoring.writeset import (
     MAX_ENTRIES,
     Change,
@@ -81,6 +81,7 @@ class PoolConfig:
     toolsets: tuple[str, ...] = DEFAULT_TOOLSETS  # what an MCP-driven agent may use
     max_steps: int | None = None
     warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
+    spare_warm: tuple[WarmSlot, ...] = ()  # more warm states: restored while a slot's last VM is torn down
     suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
     record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
     mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
@@ -133,6 +134,7 @@ class Harness:
         self._stop = threading.Event()
         self._active: dict[int, EpisodeVM] = {}
         self._intervened: set[tuple[str, int]] = set()
+        self._teardowns: list[threading.Thread] = []
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
@@ -154,7 +156,17 @@ class Harness:
             deadline = time.monotonic() + STOP_GRACE_S
             for done in finished:
                 done.wait(timeout=max(0.0, deadline - time.monotonic()))
+            self.drain(max(0.0, deadline - time.monotonic()))
             raise
+        self.drain()
+
+    def drain(self, timeout: float = STOP_GRACE_S) -> None:
+        """Waits for the teardowns still running in the background: nothing is left behind."""
+        deadline = time.monotonic() + timeout
+        for thread in list(self._teardowns):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if not thread.is_alive():
+                self._teardowns.remove(thread)
 
     def stop(self) -> None:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
@@ -222,13 +234,15 @@ class Harness:
         ep_dir.mkdir(mode=0o700)
         t0 = time.monotonic()
         state = EpisodeState()
-        warm = self.pool.warm.get(slot)
+        warm, warm_lock = self._claim_warm(slot)
         self._set(slot, task, trial, "restore" if warm else "boot")
         vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm)
+                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm,
+                       warm_lock=warm_lock)
         self._active[slot] = vm
         try:
-            with vm:
+            vm.start()  # a start that fails tears itself down
+            try:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
                 state.phases.update(vm.timings.phases)
@@ -239,9 +253,13 @@ class Harness:
                     # it saw (libvirt gone) may have mended itself since (reconnected).
                     seen = exc.message if isinstance(exc, HostFault) else vm.host_fault()
                     raise EpisodeFault(exc, state.stage, seen) from exc
-                self._set(slot, task, trial, "teardown")
-                t = time.monotonic()
-            state.phases["teardown"] = round(time.monotonic() - t, 3)
+            except BaseException as exc:
+                # A failed episode is torn down here, its artifacts kept first: a retry may
+                # need the slot's warm state at once.
+                vm.capture_artifacts(ep_dir)
+                vm.teardown(interrupted=isinstance(exc, KeyboardInterrupt))
+                raise
+            self._teardown_later(vm, ep_dir)
         finally:
             self._active.pop(slot, None)
         record = EpisodeRecord(task.id, trial, scored.outcome, scored.reason, round(time.monotonic() - t0, 2), slot,
@@ -460,6 +478,36 @@ class Harness:
         now = self.status.get(slot)
         same = now is not None and (now.task_id, now.trial) == (task.id, trial)
         self.status[slot] = SlotStatus(task.id, trial, phase, episode_since=now.episode_since if same else time.monotonic())
+
+    # -- warm slots and teardown
+
+    def _claim_warm(self, slot: int) -> tuple[WarmSlot | None, SlotLock | None]:
+        """The warm state SLOT restores, already held, and its lock: the slot's own when it is
+        free, else a spare (the own one is still being torn down). With no spare, (own, None):
+        the episode waits for its own slot as before."""
+        own = self.pool.warm.get(slot)
+        if own is None or not self.pool.spare_warm:
+            return own, None
+        for candidate in (own, *self.pool.spare_warm):
+            lock = slot_lock(self.pool.image, candidate.state.slot)
+            if lock.try_acquire():
+                return candidate, lock
+        return own, None
+
+    def _teardown_later(self, vm: EpisodeVM, ep_dir: Path) -> None:
+        """Tears VM down in the background, so the slot's next episode need not wait for it. A
+        teardown that fails is logged and noted in the episode folder; gc collects what it left."""
+        def teardown() -> None:
+            failed = vm.teardown()
+            if failed:
+                try:
+                    (ep_dir / "teardown-error.txt").write_text("\n".join(failed) + "\n")
+                except OSError:
+                    pass
+
+        thread = threading.Thread(target=teardown, name=f"teardown-{vm.name}", daemon=True)
+        self._teardowns = [t for t in self._teardowns if t.is_alive()] + [thread]
+        thread.start()
 
     # -- what the live view asks (runner.live)
 

@@ -206,6 +206,7 @@ def begin_local(settings: Settings, request: RunRequest, plan: RunPlan, machine:
                   f"pool {machine.vm_pool}, {machine.accel.upper()}, {machine.start.mode} start, agent {plan.agent.name}")
     pool = PoolConfig(image=plan.image, accel=machine.accel, vm_pool=machine.vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=machine.start.slots,
+                      spare_warm=machine.start.spares,
                       suite_rules=plan.suite.safety, record=request.record,
                       mcp_server=external_server(request, plan.agent))
     harness = Harness(machine.host, settings, pool, plan.agent, plan.out_dir,

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runner.errors import InfraError
+from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
+from runner.profiles.base import STAGING_FAILED, STAGING_FAILED_EXIT
 from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
@@ -55,11 +56,23 @@ def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: 
     script = task.script(kind)
     if script is None:
         return None
-    _stage(shell, task, folder)
+    text = prelude(folder) + script.read_text()
+    files = {str(p.relative_to(task.folder).as_posix()): p.read_bytes() for p in task.files()}
+    one_command = task.guest.staged_run_script(folder, files, text)
+    if one_command is None:
+        _stage(shell, task, folder)
+        try:
+            return shell.run(text, timeout=timeout)
+        finally:
+            shell.run(task.guest.remove_script(folder), timeout=30)
     try:
-        return shell.run(prelude(folder) + script.read_text(), timeout=timeout)
-    finally:
-        shell.run(task.guest.remove_script(folder), timeout=30)
+        result = shell.run(one_command, timeout=timeout)
+    except CommandTimeout:
+        shell.run(task.guest.remove_script(folder), timeout=30)  # killed before it could remove them
+        raise
+    if result.exit_code == STAGING_FAILED_EXIT and STAGING_FAILED in result.stderr:
+        raise InfraError(f"{STAGING_FAILED} in {folder}: {result.stderr.strip()[-300:]}")
+    return result
 
 
 def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:

@@ -1,0 +1,83 @@
+"""Per-episode overhead: what an episode spends outside the agent, warm starts, the linux-core
+oracle suite at pool 1 and pool 2, side by side in one run.
+
+    python bench/overhead.py [--pools 1,2] [--trials 1]
+
+Needs warm states for the largest pool (cu-run image warm linux-test --slots 2). Prints one
+JSON object: per pool, the median of each phase, the median overhead (the episode's
+duration minus its agent phase), and how long a slot waits between the end of one episode
+and the start of the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
+
+from runner.config import Settings  # noqa: E402
+from runner.runs.run import RunRequest, run_suite  # noqa: E402
+
+
+def overhead_of(records) -> dict:
+    phases: dict[str, list[float]] = {}
+    for record in records:
+        for phase, seconds in record.phases.items():
+            phases.setdefault(phase, []).append(seconds)
+    overheads = [r.duration_s - r.phases.get("agent", 0.0) for r in records]
+    return {"phase_median_s": {k: round(statistics.median(v), 2) for k, v in phases.items()},
+            "overhead_median_s": round(statistics.median(overheads), 2),
+            "overhead_p90_s": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 2),
+            "slot_gap_median_s": _slot_gap(records)}
+
+
+def _slot_gap(records) -> float | None:
+    """Seconds between one episode's end on a slot and the next one's start on it."""
+    gaps = []
+    by_slot: dict[int, list] = {}
+    for r in records:
+        by_slot.setdefault(r.slot, []).append(r)
+    for mine in by_slot.values():
+        mine.sort(key=lambda r: r.started_at)
+        for before, after in zip(mine, mine[1:]):
+            gaps.append((datetime.fromisoformat(after.started_at) - datetime.fromisoformat(before.ended_at)).total_seconds())
+    return round(statistics.median(gaps), 2) if gaps else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pools", default="1,2")
+    parser.add_argument("--trials", type=int, default=1)
+    parser.add_argument("--tasks", default="", help="comma-separated subset of linux-core [default: all]")
+    args = parser.parse_args()
+    settings = Settings.resolve()
+    quiet = Console(file=open("/dev/null", "w"))
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pool in (int(p) for p in args.pools.split(",")):
+            request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=args.trials,
+                                 tasks=tuple(t for t in args.tasks.split(",") if t),
+                                 out=Path(tmp) / f"pool-{pool}", start="warm")
+            started = time.perf_counter()
+            result = run_suite(settings, request, quiet)
+            wall = time.perf_counter() - started
+            outcomes = result.summary["overall"]["outcomes"]
+            results[f"pool_{pool}"] = {"wall_s": round(wall, 1), "episodes": len(result.records),
+                                       "passes": outcomes["pass"], "infra_errors": outcomes["infra_error"],
+                                       "episodes_per_min": round(60 * len(result.records) / wall, 2),
+                                       **overhead_of(result.records)}
+    emit("overhead", {"suite": "linux-core", "agent": "oracle", "start": "warm", "target_overhead_s": 5.0,
+                      "pools": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""A task's script and its files in one guest command (the Linux profile's staged_run_script):
+the verifier contract holds exactly as with files copied one by one, and the folder is gone
+after, whatever the script did. Run with sh on this host (LocalShell), as the guest would."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from fakes.display import LocalShell
+from runner.errors import CommandTimeout, InfraError
+from runner.profiles import PROFILES, DesktopUser, register
+from runner.profiles.linux import LinuxProfile
+from runner.tasks.model import load_suite
+from runner.tasks.scripts import run_as_agent, run_privileged
+
+
+class HostFolders(LinuxProfile):
+    """The Linux profile with its staging folders and homes under a test's tmp_path."""
+
+    name = "linux-here"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.admin_task_dir = str(root / "admin-task")
+        self.agent_task_dir = str(root / "agent-task")
+
+    def home(self, user: str) -> str:
+        return str(self.root / "home" / user)
+
+
+class CountingShell(LocalShell):
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def run(self, script: str, timeout: float = 60.0):
+        self.commands.append(script)
+        return super().run(script, timeout)
+
+    def put(self, local, remote):
+        raise AssertionError("no file is copied on its own")
+
+
+@pytest.fixture
+def guest(tmp_path):
+    profile = register(HostFolders(tmp_path / "guest"))
+    (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
+    yield profile
+    del PROFILES["linux-here"]
+
+
+def make_task(tmp_path: Path, verify: str, extra: dict[str, str] | None = None):
+    folder = tmp_path / "suite" / "t"
+    folder.mkdir(parents=True)
+    (folder / "task.yaml").write_text("id: t\ninstruction: x\nprofile: linux-here\n")
+    (folder / "oracle.sh").write_text('cat "$TASK_DIR/data/nested.txt"\n')
+    (folder / "verify.sh").write_text(verify)
+    for name, text in (extra or {}).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    (task,) = load_suite(str(tmp_path / "suite")).tasks
+    return task
+
+
+def test_one_command_carries_the_files_and_keeps_output_and_exit_code(guest, tmp_path):
+    task = make_task(tmp_path, 'cat "$TASK_DIR/data/nested.txt"; stat -c %a "$TASK_DIR" "$TASK_DIR/data/nested.txt"\n'
+                               'echo to-stderr >&2; read -r line && echo "stdin gave: $line"; exit 7\n',
+                     {"data/nested.txt": "nested file\n"})
+    shell = CountingShell()
+    result = run_privileged(shell, task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    assert len(shell.commands) == 1
+    assert result.exit_code == 7 and result.stderr == "to-stderr\n"
+    # The files, readable by the shell's account alone; stdin is empty, not the rest of the command.
+    assert result.stdout == "nested file\n700\n600\n"
+    assert not Path(guest.admin_task_dir).exists()
+
+
+def test_the_oracle_is_staged_the_same_way_in_the_users_folder(guest, tmp_path):
+    task = make_task(tmp_path, "echo PASS\n", {"data/nested.txt": "for the oracle\n"})
+    shell = CountingShell()
+    result = run_as_agent(shell, task, "oracle")
+    assert (result.exit_code, result.stdout, len(shell.commands)) == (0, "for the oracle\n", 1)
+    assert not Path(guest.agent_task_dir).exists()
+
+
+def test_a_script_killed_at_its_timeout_still_has_its_folder_removed(guest, tmp_path):
+    task = make_task(tmp_path, "sleep 30\n")
+    with pytest.raises(CommandTimeout):
+        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify", timeout=1)
+    assert not Path(guest.admin_task_dir).exists()
+
+
+def test_staging_that_fails_is_infrastructure_not_a_verdict(guest, tmp_path):
+    Path(guest.admin_task_dir).parent.mkdir(parents=True, exist_ok=True)
+    blocker = Path(guest.root) / "not-a-folder"
+    blocker.write_text("")
+    guest.admin_task_dir = str(blocker / "admin-task")  # its parent is a file: mkdir fails
+    task = make_task(tmp_path, "echo PASS\n")
+    with pytest.raises(InfraError, match="could not stage the task's files"):
+        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+
+
+def test_a_script_that_exits_125_by_itself_is_its_own_result(guest, tmp_path):
+    task = make_task(tmp_path, "echo FAIL; exit 125\n")
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    assert (result.exit_code, result.stdout) == (125, "FAIL\n")
