@@ -133,6 +133,11 @@ class GuestProfile(ABC):
     def staged_path(self, folder: str, relative: str) -> str:
         """The guest path of a task file RELATIVE (with '/') staged in FOLDER."""
 
+    def chained_script(self, first: str, boundary: str, second: str) -> str | None:
+        """One command: FIRST; if it succeeded, BOUNDARY on a line of its own, then SECOND, whose
+        exit code is the command's (FIRST's when it failed). None: this guest runs them apart."""
+        return None
+
     def staged_run_script(self, folder: str, files: dict[str, bytes], script: str) -> str | None:
         """One command that stages FILES (relative path -> content) in FOLDER made afresh, runs
         SCRIPT from there with its output and exit code as its own, then removes FOLDER; None

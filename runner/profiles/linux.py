@@ -123,6 +123,10 @@ class LinuxProfile(GuestProfile):
     def remove_script(self, folder: str) -> str:
         return f"rm -rf {folder}"
 
+    def chained_script(self, first: str, boundary: str, second: str) -> str:
+        # FIRST runs in a subshell, so an `exit` in it ends only its part.
+        return f"(\n{first}\n)\nq=$?; [ $q -eq 0 ] || exit $q\necho {boundary}\n{second}"
+
     def staged_run_script(self, folder: str, files: dict[str, bytes], script: str) -> str:
         # Under TCG every command and every file copy costs a channel and processes in the
         # guest (~0.3 s each): the files travel inside the one command, as a tar in base64.
@@ -153,7 +157,8 @@ class LinuxProfile(GuestProfile):
 
     def list_script(self, roots: tuple[str, ...]) -> str:
         args = json.dumps([list(roots), HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES])
-        return f"exec python3 -I -c {shlex.quote(_LINUX_LISTER)} {shlex.quote(args)}\n"
+        # -S: no site module (the lister needs none), half of Python's start under TCG.
+        return f"exec python3 -I -S -c {shlex.quote(_LINUX_LISTER)} {shlex.quote(args)}\n"
 
     def parse_listing(self, output: str) -> Listing:
         try:

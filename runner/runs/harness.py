@@ -34,7 +34,7 @@ from runner.errors import CommandTimeout, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.mcp.server import DEFAULT_TOOLSETS
-from runner.scoring.quarantine import quarantine, user_processes
+from runner.scoring.quarantine import quarantine, quarantine_then_list, user_processes
 from runner.runs.recording import Recorder
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
@@ -291,10 +291,14 @@ class Harness:
             vm.check_alive()
             (ep_dir / "final.png").write_bytes(vm.display.screenshot())
         t = time.monotonic()
-        stopped = quarantine(vm.admin_shell, user, task.guest, keep=spared)
+        if watch:
+            # One guest command: the quarantine, then the listing (each costs a channel and
+            # processes under TCG).
+            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch, keep=spared)
+        else:
+            stopped, after = quarantine(vm.admin_shell, user, task.guest, keep=spared), None
         (ep_dir / "quarantine.log").write_text(stopped + "\n")
-        state.phases["quarantine"] = round(time.monotonic() - t, 3)
-        after = self._listing(vm, task, watch, state.phases, "write_set_after")
+        state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
         changed = self._unexpected_changes(task, watch, before, after, ep_dir)
 
         self._set(slot, task, trial, "verify")

@@ -18,10 +18,12 @@ A stop that fails after the agent ran is the agent's doing: the caller scores it
 
 from __future__ import annotations
 
+import secrets
 
-from runner.errors import InfraError
+from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import GuestShell
 from runner.profiles import DesktopUser, GuestProfile
+from runner.scoring.writeset import LIST_TIMEOUT, Listing, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
 
@@ -39,6 +41,35 @@ def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *, kee
     Returns what was done, for the episode's log; raises InfraError when it could not be done."""
     result = admin.run(guest.quarantine_script(user, keep), timeout=QUARANTINE_TIMEOUT)
     if not result.ok:
-        raise InfraError(f"could not stop {user.name}'s processes before verification (exit {result.exit_code}): "
-                         f"{(result.stderr.strip() or result.stdout.strip())[-300:]}")
+        raise _not_stopped(user, result)
     return result.stdout.strip()
+
+
+def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, roots: tuple[str, ...], *,
+                         keep: set[int] | None = None) -> tuple[str, Listing]:
+    """quarantine(), then the write-set listing of ROOTS, in one guest command: what was stopped,
+    and the listing. The listing starts only once the quarantine succeeded; a random boundary
+    no process of the agent's can know parts their output."""
+    boundary = f"cu-run-listing-{secrets.token_hex(16)}"
+    script = guest.chained_script(guest.quarantine_script(user, keep), boundary, guest.list_script(roots))
+    if script is None:  # this guest's shell runs them one by one
+        return quarantine(admin, user, guest, keep=keep), take_listing(admin, guest, roots)
+    try:
+        result = admin.run(script, timeout=QUARANTINE_TIMEOUT + LIST_TIMEOUT)
+    except CommandTimeout as exc:
+        if boundary not in exc.stdout:
+            raise CommandTimeout(f"stopping {user.name}'s processes: {exc.message}", stdout=exc.stdout,
+                                 stderr=exc.stderr) from exc
+        raise CommandTimeout(f"listing the watched folders: {exc.message}", stdout=exc.stdout,
+                             stderr=exc.stderr) from exc
+    stopped, found, listing = result.stdout.partition(boundary + "\n")
+    if not found:
+        raise _not_stopped(user, result)
+    if result.exit_code != 0:
+        raise InfraError(f"listing the watched folders failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
+    return stopped.strip(), guest.parse_listing(listing)
+
+
+def _not_stopped(user: DesktopUser, result) -> InfraError:
+    return InfraError(f"could not stop {user.name}'s processes before verification (exit {result.exit_code}): "
+                      f"{(result.stderr.strip() or result.stdout.strip())[-300:]}")
