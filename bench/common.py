@@ -32,3 +32,21 @@ def emit(name: str, results: dict) -> None:
     report = {"benchmark": name, "runner_version": __version__, "host": platform.node(),
               "python": sys.version.split()[0], **results}
     print(json.dumps(report, indent=2))
+
+
+def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str, ...] = ()) -> tuple[object, dict]:
+    """The linux-core oracle suite, warm, at POOL: the RunResult, and its wall time, episodes a
+    minute, passes and infra errors."""
+    from rich.console import Console
+
+    from runner.runs.run import RunRequest, run_suite
+
+    request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
+                         start="warm")
+    started = time.perf_counter()
+    result = run_suite(settings, request, Console(file=open("/dev/null", "w")))
+    wall = time.perf_counter() - started
+    outcomes = result.summary["overall"]["outcomes"]
+    return result, {"wall_s": round(wall, 1), "episodes": len(result.records),
+                    "episodes_per_min": round(60 * len(result.records) / wall, 2),
+                    "passes": outcomes["pass"], "infra_errors": outcomes["infra_error"]}

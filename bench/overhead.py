@@ -15,17 +15,13 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from datetime import datetime
 from pathlib import Path
 
-from rich.console import Console
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit  # noqa: E402
+from common import emit, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.runs.run import RunRequest, run_suite  # noqa: E402
 
 
 def overhead_of(records) -> dict:
@@ -60,21 +56,12 @@ def main() -> None:
     parser.add_argument("--tasks", default="", help="comma-separated subset of linux-core [default: all]")
     args = parser.parse_args()
     settings = Settings.resolve()
-    quiet = Console(file=open("/dev/null", "w"))
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for pool in (int(p) for p in args.pools.split(",")):
-            request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=args.trials,
-                                 tasks=tuple(t for t in args.tasks.split(",") if t),
-                                 out=Path(tmp) / f"pool-{pool}", start="warm")
-            started = time.perf_counter()
-            result = run_suite(settings, request, quiet)
-            wall = time.perf_counter() - started
-            outcomes = result.summary["overall"]["outcomes"]
-            results[f"pool_{pool}"] = {"wall_s": round(wall, 1), "episodes": len(result.records),
-                                       "passes": outcomes["pass"], "infra_errors": outcomes["infra_error"],
-                                       "episodes_per_min": round(60 * len(result.records) / wall, 2),
-                                       **overhead_of(result.records)}
+            result, counts = warm_oracle_run(settings, pool, Path(tmp) / f"pool-{pool}", args.trials,
+                                             tuple(t for t in args.tasks.split(",") if t))
+            results[f"pool_{pool}"] = {**counts, **overhead_of(result.records)}
     emit("overhead", {"suite": "linux-core", "agent": "oracle", "start": "warm", "target_overhead_s": 5.0,
                       "pools": results})
 

@@ -11,12 +11,12 @@ import pytest
 from mcp import Client
 
 from fakes.display import FakeDisplay, LocalShell
+from fakes.profiles import HostFolders
 from runner.images.catalog import ImageManifest
 from runner.config import PROJECT_ROOT
 from runner.guest.base import ExecResult, GuestShell
 from runner.mcp.server import build_server
 from runner.profiles import PROFILES, DesktopUser, get_profile, register
-from runner.profiles.linux import LinuxProfile
 from runner.tasks.scripts import run_privileged
 from runner.tasks.model import load_suite
 from runner.scoring.writeset import take_listing
@@ -65,23 +65,9 @@ def test_the_literal_finder_finds_what_it_looks_for():
     assert profile_literals(ast.parse(code)) == [1, 2, 3, 4, 6]
 
 
-class OtherOsProfile(LinuxProfile):
-    """A third profile for the test: sh on this host (LocalShell), its own folders and home."""
-
-    name = "testos"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.admin_task_dir = str(root / "admin-task")
-        self.agent_task_dir = str(root / "agent-task")
-
-    def home(self, user: str) -> str:
-        return str(self.root / "home" / user)
-
-
 @pytest.fixture
 def testos(tmp_path):
-    profile = register(OtherOsProfile(tmp_path / "guest"))
+    profile = register(HostFolders(tmp_path / "guest", "testos"))  # a third profile: sh on this host
     (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
     yield profile
     del PROFILES["testos"]

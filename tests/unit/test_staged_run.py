@@ -10,25 +10,11 @@ from pathlib import Path
 import pytest
 
 from fakes.display import LocalShell
+from fakes.profiles import HostFolders
 from runner.errors import CommandTimeout, InfraError
 from runner.profiles import PROFILES, DesktopUser, register
-from runner.profiles.linux import LinuxProfile
 from runner.tasks.model import load_suite
 from runner.tasks.scripts import run_as_agent, run_privileged
-
-
-class HostFolders(LinuxProfile):
-    """The Linux profile with its staging folders and homes under a test's tmp_path."""
-
-    name = "linux-here"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.admin_task_dir = str(root / "admin-task")
-        self.agent_task_dir = str(root / "agent-task")
-
-    def home(self, user: str) -> str:
-        return str(self.root / "home" / user)
 
 
 class CountingShell(LocalShell):
@@ -45,7 +31,7 @@ class CountingShell(LocalShell):
 
 @pytest.fixture
 def guest(tmp_path):
-    profile = register(HostFolders(tmp_path / "guest"))
+    profile = register(HostFolders(tmp_path / "guest", "linux-here"))
     (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
     yield profile
     del PROFILES["linux-here"]
