@@ -295,7 +295,9 @@ def vm_up(
     from runner.session import open_vm, print_dry_run
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
-    _check_live_flags(live, live_port, live_host, live_control)
+    from runner.live import check_live_flags
+
+    check_live_flags(live, live_port, live_host, live_control)
     if dry_run:
         print(print_dry_run(settings, image, accel), end="")
         return
@@ -354,7 +356,9 @@ def mcp(
     resolve_toolsets(toolsets)  # refuse a bad --tools before booting anything
     if transport not in ("stdio", "http"):
         raise UsageError(f"--transport must be stdio or http, not {transport!r}")
-    _check_live_flags(live, live_port, live_host, live_control)
+    from runner.live import check_live_flags
+
+    check_live_flags(live, live_port, live_host, live_control)
     if attach is not None and live:
         raise UsageError("--live shows a VM cu-run starts; with --attach, open the screen's own VNC instead")
     if attach is not None:
@@ -367,14 +371,6 @@ def mcp(
         server = episode_server(vm, recorded, toolsets=toolsets, file_root=file_root)
         with _live_vm(vm, "mcp", live, live_port, live_host, live_control, recorded.path):
             _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
-
-
-def _check_live_flags(live: bool, port: int, host: str, control: bool) -> None:
-    """Refuses live-view flags that cannot work, before any VM starts."""
-    if (control or port or host != "127.0.0.1") and not live:
-        raise UsageError("--live-control, --live-port and --live-host go with --live", fix="add --live")
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--live-port must be a port number (0 for any free one), not {port}")
 
 
 def _live_vm(vm, phase: str, live: bool, port: int, host: str, control: bool, trajectory: Path | None = None):

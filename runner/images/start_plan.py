@@ -55,8 +55,6 @@ def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_u
                      + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
 
 
-
-
 def _spares(image: Image, vm_pool: int, current) -> list[WarmSlot]:
     """IMAGE's valid warm states of the slots past VM_POOL."""
     found = []

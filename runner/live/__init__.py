@@ -26,6 +26,16 @@ LOOPBACK_ONLY_WARNING = (
 )
 
 
+def check_live_flags(live: bool, port: int, host: str, control: bool) -> None:
+    """Refuses live-view flags that cannot work, before any VM starts."""
+    from runner.errors import UsageError
+
+    if (control or port or host != LiveOptions.host) and not live:
+        raise UsageError("--live-control, --live-port and --live-host go with --live", fix="add --live")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--live-port must be a port number (0 for any free one), not {port}")
+
+
 def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -47,11 +47,7 @@ class HarnessSource:
         return _display_of(vm)
 
     def vnc(self, slot: int) -> VncTarget | None:
-        vm = self.harness.active_vm(slot)
-        if vm is None or vm.endpoints is None:
-            return None
-        host, port = vm.endpoints.vnc.rsplit(":", 1)
-        return VncTarget(host, int(port), vm.vnc_password, lambda entry: self.harness.intervene(slot, entry))
+        return _vnc_of(self.harness.active_vm(slot), lambda entry: self.harness.intervene(slot, entry))
 
 
 class SingleVmSource:
@@ -77,10 +73,15 @@ class SingleVmSource:
         return _display_of(self.vm) if slot == 0 else None
 
     def vnc(self, slot: int) -> VncTarget | None:
-        if slot != 0 or self.vm.endpoints is None:
-            return None
-        host, port = self.vm.endpoints.vnc.rsplit(":", 1)
-        return VncTarget(host, int(port), self.vm.vnc_password, self.on_input)
+        return _vnc_of(self.vm, self.on_input) if slot == 0 else None
+
+
+def _vnc_of(vm: EpisodeVM | None, on_input) -> VncTarget | None:
+    """VM's VNC on loopback and its episode's password, or None while it has no endpoints."""
+    if vm is None or vm.endpoints is None:
+        return None
+    host, port = vm.endpoints.vnc.rsplit(":", 1)
+    return VncTarget(host, int(port), vm.vnc_password, on_input)
 
 
 def _display_of(vm: EpisodeVM | None) -> Display | None:

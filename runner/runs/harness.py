@@ -135,6 +135,7 @@ class Harness:
         self._active: dict[int, EpisodeVM] = {}
         self._intervened: set[tuple[str, int]] = set()
         self._teardowns: list[threading.Thread] = []
+        self._teardowns_lock = threading.Lock()  # slot workers add to the list while drain() reads it
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
@@ -163,10 +164,12 @@ class Harness:
     def drain(self, timeout: float = STOP_GRACE_S) -> None:
         """Waits for the teardowns still running in the background: nothing is left behind."""
         deadline = time.monotonic() + timeout
-        for thread in list(self._teardowns):
+        with self._teardowns_lock:
+            pending = list(self._teardowns)
+        for thread in pending:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
-            if not thread.is_alive():
-                self._teardowns.remove(thread)
+        with self._teardowns_lock:
+            self._teardowns = [t for t in self._teardowns if t.is_alive()]
 
     def stop(self) -> None:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
@@ -510,7 +513,8 @@ class Harness:
                     pass
 
         thread = threading.Thread(target=teardown, name=f"teardown-{vm.name}", daemon=True)
-        self._teardowns = [t for t in self._teardowns if t.is_alive()] + [thread]
+        with self._teardowns_lock:
+            self._teardowns = [t for t in self._teardowns if t.is_alive()] + [thread]
         thread.start()
 
     # -- what the live view asks (runner.live)

@@ -280,13 +280,12 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
 
 
 def check_live_options(request: RunRequest) -> None:
-    if (request.live_control or request.live_port or request.live_host != "127.0.0.1") and not request.live:
-        raise UsageError("--live-control, --live-port and --live-host go with --live", fix="add --live")
+    from runner.live import check_live_flags
+
+    check_live_flags(request.live, request.live_port, request.live_host, request.live_control)
     if request.live and request.cluster:
         raise UsageError("--live serves the slots of this machine; a --cluster run's VMs are on its hosts",
                          fix="drop --live, or run without --cluster")
-    if not 0 <= request.live_port <= 65535:
-        raise UsageError(f"--live-port must be a port number (0 for any free one), not {request.live_port}")
 
 
 def _live_view(request: RunRequest, plan: RunPlan, harness: Harness, work: list[tuple[Task, int]],

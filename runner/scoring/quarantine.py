@@ -23,7 +23,7 @@ import secrets
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import GuestShell
 from runner.profiles import DesktopUser, GuestProfile
-from runner.scoring.writeset import LIST_TIMEOUT, Listing, take_listing
+from runner.scoring.writeset import LIST_TIMEOUT, Listing, listing_of, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
 
@@ -65,9 +65,7 @@ def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfi
     stopped, found, listing = result.stdout.partition(boundary + "\n")
     if not found:
         raise _not_stopped(user, result)
-    if result.exit_code != 0:
-        raise InfraError(f"listing the watched folders failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
-    return stopped.strip(), guest.parse_listing(listing)
+    return stopped.strip(), listing_of(guest, result.exit_code, listing, result.stderr)
 
 
 def _not_stopped(user: DesktopUser, result) -> InfraError:

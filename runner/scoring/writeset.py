@@ -140,6 +140,11 @@ def take_listing(shell: GuestShell, guest: GuestProfile, roots: tuple[str, ...])
     """Lists ROOTS through SHELL (the admin channel) with the profile's lister. Raises InfraError
     when the listing fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
     result = shell.run(guest.list_script(roots), timeout=LIST_TIMEOUT)
-    if result.exit_code != 0:
-        raise InfraError(f"listing the watched folders failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
-    return guest.parse_listing(result.stdout)
+    return listing_of(guest, result.exit_code, result.stdout, result.stderr)
+
+
+def listing_of(guest: GuestProfile, exit_code: int, stdout: str, stderr: str) -> Listing:
+    """What the lister printed, parsed; InfraError when it failed."""
+    if exit_code != 0:
+        raise InfraError(f"listing the watched folders failed (exit {exit_code}): {stderr.strip()[-300:]}")
+    return guest.parse_listing(stdout)
