@@ -1,7 +1,7 @@
 """Per-episode overhead: what an episode spends outside the agent, warm starts, the linux-core
 oracle suite at pool 1 and pool 2, side by side in one run.
 
-    python bench/overhead.py [--pools 1,2] [--trials 1]
+    python bench/overhead.py [--pools 1,2] [--trials 1] [--admin agent,ssh]
 
 Needs warm states for the largest pool (cu-run image warm linux-test --slots 2). Prints one
 JSON object: per pool, the median of each phase, the median overhead (the episode's
@@ -12,6 +12,7 @@ and the start of the next.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -54,14 +55,20 @@ def main() -> None:
     parser.add_argument("--pools", default="1,2")
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--tasks", default="", help="comma-separated subset of linux-core [default: all]")
+    parser.add_argument("--admin", default="", help="admin channels to compare, e.g. agent,ssh [default: the default]")
     args = parser.parse_args()
     settings = Settings.resolve()
+    channels = [c for c in args.admin.split(",") if c] or [None]
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for pool in (int(p) for p in args.pools.split(",")):
-            result, counts = warm_oracle_run(settings, pool, Path(tmp) / f"pool-{pool}", args.trials,
-                                             tuple(t for t in args.tasks.split(",") if t))
-            results[f"pool_{pool}"] = {**counts, **overhead_of(result.records)}
+            for channel in channels:
+                if channel:
+                    os.environ["CU_RUN_ADMIN_CHANNEL"] = channel
+                name = f"pool_{pool}" + (f"_{channel}" if channel else "")
+                result, counts = warm_oracle_run(settings, pool, Path(tmp) / name, args.trials,
+                                                 tuple(t for t in args.tasks.split(",") if t))
+                results[name] = {**counts, **overhead_of(result.records)}
     emit("overhead", {"suite": "linux-core", "agent": "oracle", "start": "warm", "target_overhead_s": 5.0,
                       "pools": results})
 

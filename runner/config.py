@@ -10,6 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import UsageError
+
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,6 +37,20 @@ def default_cache_dir() -> Path:
 
 def default_libvirt_uri() -> str:
     return os.environ.get("CU_RUN_LIBVIRT_URI") or DEFAULT_LIBVIRT_URI
+
+
+ADMIN_CHANNELS = ("agent", "ssh")
+
+
+def admin_channel() -> str:
+    """CU_RUN_ADMIN_CHANNEL: "agent" (default) lets a profile run the admin's commands through the
+    QEMU guest agent when the image has one; "ssh" keeps them on the admin's SSH login (for
+    comparing the two, or if an agent misbehaves)."""
+    value = os.environ.get("CU_RUN_ADMIN_CHANNEL") or "agent"
+    if value not in ADMIN_CHANNELS:
+        raise UsageError(f"CU_RUN_ADMIN_CHANNEL={value!r} is not one of {', '.join(ADMIN_CHANNELS)}",
+                         fix="unset it, or set it to agent or ssh")
+    return value
 
 
 @dataclass(frozen=True)

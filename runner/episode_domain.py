@@ -39,6 +39,7 @@ def episode_domain_spec(
         memory_mib=memory_mib or m.memory_mib,
         run_as=run_as_for(libvirt_uri),
         vnc_password=vnc_password,
+        agent_channel=m.qemu_agent,
     )
 
 

@@ -106,6 +106,8 @@ class DomainSpec:
     run_as: tuple[int, int] | None = None
     # VNC's own authentication (8 characters at most): nobody but the run drives the episode.
     vnc_password: str | None = None
+    # A virtio-serial port for the QEMU guest agent: for images whose guest runs it.
+    agent_channel: bool = False
 
 
 def redacted(domain_xml: str) -> str:
@@ -219,6 +221,13 @@ def _devices(devices: ET.Element, spec: DomainSpec) -> None:
     video = ET.SubElement(devices, "video")
     ET.SubElement(video, "model", {"type": "vga", "vram": "16384", "heads": "1", "primary": "yes"})
     ET.SubElement(devices, "memballoon", {"model": "none"})
+    if spec.agent_channel:
+        # The socket beside the serial log, in the caller's own folder, so a QEMU run as the
+        # caller can make it; libvirt's folder when that path is too long for a socket.
+        socket = spec.serial_log.parent / "agent.sock"
+        channel = ET.SubElement(devices, "channel", {"type": "unix"})
+        ET.SubElement(channel, "source", {"mode": "bind", **({"path": str(socket)} if len(str(socket)) < 100 else {})})
+        ET.SubElement(channel, "target", {"type": "virtio", "name": "org.qemu.guest_agent.0"})
 
 
 def _network(commandline: ET.Element, spec: DomainSpec) -> None:

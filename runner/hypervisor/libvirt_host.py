@@ -6,6 +6,7 @@ connection. Errors come out as InfraError with the URI and the fix.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import libvirt
+import libvirt_qemu
 
-from runner.errors import InfraError
+from runner.errors import GuestUnreachable, InfraError
+from runner.guest.qga import AgentCommandFailed
 from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
@@ -229,6 +232,24 @@ class LibvirtHost:
             raise InfraError(f"libvirt screenshot of {dom.name()} failed: {exc.get_error_message()}") from exc
         return mime or "image/x-portable-pixmap", b"".join(chunks)
 
+    def agent_command(self, name: str, command: dict, timeout: float) -> object:
+        """COMMAND to NAME's QEMU guest agent; its answer's "return" value."""
+        dom = self.lookup(name)
+        if dom is None:
+            raise GuestUnreachable(f"the guest agent of {name} cannot be reached: no such domain")
+        try:
+            reply = self._call(lambda c: libvirt_qemu.qemuAgentCommand(dom, json.dumps(command),
+                                                                       max(1, round(timeout)), 0))
+        except libvirt.libvirtError as exc:
+            message = exc.get_error_message()
+            if exc.get_error_code() in _AGENT_UNREACHABLE or connection_lost(exc):
+                raise GuestUnreachable(f"the guest agent of {name} does not answer: {message}") from exc
+            raise AgentCommandFailed(message) from exc
+        try:
+            return json.loads(reply)["return"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise GuestUnreachable(f"the guest agent of {name} answered {reply[:200]!r}: {exc}") from exc
+
     def qemu_stopped(self, name: str) -> bool:
         """Whether NAME's QEMU process is stopped (SIGSTOP): libvirt still calls it running, but
         the guest is frozen and QEMU's monitor does not answer."""
@@ -256,6 +277,12 @@ class LibvirtHost:
             except libvirt.libvirtError:
                 continue  # vanished while listing
         return found
+
+
+# The agent is not there (not connected yet, gone, or broken) or the domain is not running: its
+# answer to a command it got is any other error.
+_AGENT_UNREACHABLE = (libvirt.VIR_ERR_AGENT_UNRESPONSIVE, libvirt.VIR_ERR_NO_DOMAIN,
+                      libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_OPERATION_TIMEOUT)
 
 
 def connection_lost(exc: libvirt.libvirtError) -> bool:

@@ -107,6 +107,11 @@ class ImageManifest(Frozen):
         description="the guest shell command that runs the guest agent (guest_agent/): window list "
         "and accessibility tree; None: the image has none",
     )
+    qemu_agent: bool = Field(
+        default=False,
+        description="the guest runs the QEMU guest agent on a virtio-serial port: the runner's admin "
+        "channel where the profile can use it (no login to wait for after a restore)",
+    )
     pointer_offset: int = Field(
         default=0,
         description="pixels the guest's pointer lands short of where VNC aimed: QEMU and the guest each "

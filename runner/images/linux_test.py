@@ -134,6 +134,7 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
             (keys / leftover).unlink()  # the guest's private host key stays only inside the guest
         disk = work / "disk.qcow2"
         progress("hashing the golden disk")
+        packages = _packages(work / "packages.tsv")
         manifest = ImageManifest(
             name=name,
             profile=LinuxProfile.name,
@@ -157,7 +158,8 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
             built_at=datetime.now(UTC),
             build_seconds=round(time.monotonic() - started, 1),
             builder=f"cu-run {__version__} recipe {recipe_hash(recipe)}",
-            packages=_packages(work / "packages.tsv"),
+            packages=packages,
+            qemu_agent=any(p.startswith("qemu-guest-agent=") for p in packages),
         )
         (work / "packages.tsv").unlink()
         (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")

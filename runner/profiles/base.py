@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from runner.images.catalog import Image
     from runner.guest.base import GuestShell
+    from runner.guest.qga import AgentLink
     from runner.scoring.writeset import Listing
 
 Phase = Literal["setup", "verify"]
@@ -102,8 +103,10 @@ class GuestProfile(ABC):
         """The guest port the runner's shells listen on."""
 
     @abstractmethod
-    def open_shells(self, image: Image, host: str, port: int) -> Shells:
-        """The user's and the admin's shell of a VM of IMAGE whose shell port is forwarded to HOST:PORT."""
+    def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
+        """The user's and the admin's shell of a VM of IMAGE whose shell port is forwarded to HOST:PORT.
+        AGENT reaches the VM's QEMU guest agent, which a profile may use for the admin's shell
+        when the image runs one (ImageManifest.qemu_agent)."""
 
     @abstractmethod
     def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:

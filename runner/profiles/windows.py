@@ -55,7 +55,8 @@ class WindowsProfile(GuestProfile):
     def shell_port(self, manifest) -> int:
         return manifest.winrm.port
 
-    def open_shells(self, image: Image, host: str, port: int) -> Shells:
+    def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
+        # WinRM is the Windows admin channel (the design's verifier transport), agent or not.
         winrm = image.manifest.winrm
         return Shells(user=WinRmShell(host, port, winrm.user, winrm.password, transport=winrm.transport),
                       admin=WinRmShell(host, port, winrm.admin_user, winrm.admin_password, transport=winrm.transport))

@@ -8,6 +8,8 @@ import time
 import pytest
 from vmtools import guest_file, wait_focused, wait_for
 
+from runner.errors import CommandTimeout
+from runner.guest.qga import QemuAgentShell
 from runner.images.catalog import sha256_file
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
@@ -170,6 +172,22 @@ def test_the_admin_channel_is_root_with_a_clean_environment_out_of_the_desktop_u
     peek = episode.shell.run("cat /run/cu-task/verify.sh; ls /run/cu-task", timeout=30)
     assert "secret" not in peek.stdout and "Permission denied" in peek.stderr
     episode.admin_shell.run("rm -rf /run/cu-task", timeout=30)
+
+
+def test_the_admin_channel_is_the_qemu_guest_agent_which_the_desktop_user_cannot_reach(episode):
+    assert episode.image.manifest.qemu_agent
+    assert isinstance(episode.admin_shell, QemuAgentShell)
+    # Output far over libvirt's 4 MiB message comes back whole, and the channel stays up after.
+    big = episode.admin_shell.run("head -c 9000000 /dev/zero | tr '\\0' z; echo; echo err >&2; exit 5", timeout=60)
+    assert (big.exit_code, len(big.stdout), big.stderr) == (5, 9_000_001, "err\n")
+    # A timed-out command is killed in the guest.
+    with pytest.raises(CommandTimeout):
+        episode.admin_shell.run("echo $$ > /root/timed-out.pid; exec sleep 300", timeout=2)
+    pid = episode.admin_shell.run("cat /root/timed-out.pid", timeout=30).stdout.strip()
+    wait_for(lambda: not episode.admin_shell.run(f"kill -0 {pid}", timeout=30).ok, 20, "the timed-out command to die")
+    # The desktop user can neither open the agent's port nor read the spool of its output.
+    peek = episode.shell.run("echo '{}' > /dev/virtio-ports/org.qemu.guest_agent.0; ls /var/lib/cu-admin", timeout=30)
+    assert peek.exit_code != 0 and peek.stderr.count("Permission denied") == 2, peek
 
 
 def test_as_user_in_a_verifier_runs_as_the_desktop_user_and_leaves_nothing_running(episode, tmp_path):

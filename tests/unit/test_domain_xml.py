@@ -102,3 +102,15 @@ def test_windows_domain_is_uefi_q35_with_its_own_nvram_and_a_usb_tablet():
     assert "hostfwd=tcp:127.0.0.1:45985-:5985" in args[args.index("-netdev") + 1]
     assert "bus=pcie.0" in args[args.index("-device") + 1]
     assert root.find("./cpu").get("mode") == "maximum"
+
+
+def test_a_guest_agent_port_only_for_images_that_run_the_agent_its_socket_beside_the_serial_log():
+    assert ET.fromstring(build_domain_xml(spec())).find("./devices/channel") is None
+    channel = ET.fromstring(build_domain_xml(spec(agent_channel=True))).find("./devices/channel")
+    assert channel.get("type") == "unix"
+    assert channel.find("target").attrib == {"type": "virtio", "name": "org.qemu.guest_agent.0"}
+    assert channel.find("source").attrib == {"mode": "bind", "path": "/cache/episodes/cu-r1a2b3-0/agent.sock"}
+    # A socket path must fit in 108 bytes; past that, libvirt picks one in its own folder.
+    deep = Path("/cache/" + "d" * 100 + "/serial.log")
+    source = ET.fromstring(build_domain_xml(spec(agent_channel=True, serial_log=deep))).find("./devices/channel/source")
+    assert source.attrib == {"mode": "bind"}

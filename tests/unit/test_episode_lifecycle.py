@@ -44,7 +44,7 @@ class HostShellProfile(LinuxProfile):
         # LocalShell is this host's root; as the "desktop user" it gets the fake user's home.
         return f"HOME={self.home('alice')}; export HOME\n" + super().agent_prelude(folder)
 
-    def open_shells(self, image, host, port) -> Shells:
+    def open_shells(self, image, host, port, agent=None) -> Shells:
         return Shells(user=self.shell_factory(), admin=self.shell_factory())
 
     def hand_home_script(self, user: DesktopUser) -> str:

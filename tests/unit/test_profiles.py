@@ -155,3 +155,40 @@ def test_windows_file_tools_speak_powershell_and_confine_to_the_profile_folder()
     assert outside.isError if hasattr(outside, "isError") else outside.is_error
     assert "leads outside C:\\Users\\cu" in outside.content[0].text and len(shell.scripts) == 1
     json.dumps(shell.scripts)  # plain text, nothing else
+
+
+def _linux_image(tmp_path: Path, *, qemu_agent: bool):
+    """A linux image folder with real key files (the SSH shells read them) and QEMU_AGENT."""
+    import subprocess
+    from datetime import UTC, datetime
+
+    from runner.images.catalog import Catalog, Credentials, ScreenSize, SshAccess, sha256_file
+
+    folder = tmp_path / "linux-test"
+    (folder / "keys").mkdir(parents=True)
+    for key in ("client_key", "admin_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "keys" / key)], check=True)
+    (folder / "disk.qcow2").write_bytes(b"golden")
+    manifest = ImageManifest(
+        name="linux-test", profile="linux", disk="disk.qcow2", disk_sha256=sha256_file(folder / "disk.qcow2"),
+        disk_bytes=6, screen=ScreenSize(width=1280, height=800), credentials=Credentials(user="cu", password="cu"),
+        built_at=datetime.now(UTC), build_seconds=1.0, builder="test", qemu_agent=qemu_agent,
+        ssh=SshAccess(user="cu", private_key="keys/client_key", host_key=" ".join((folder / "keys" / "client_key.pub").read_text().split()[:2]),
+                      admin_user="root", admin_private_key="keys/admin_key"),
+    )
+    (folder / "manifest.json").write_text(json.dumps(manifest.model_dump(mode="json")))
+    return Catalog(tmp_path).get("linux-test")
+
+
+def test_linux_admin_goes_through_the_qemu_agent_when_the_image_runs_one(tmp_path):
+    from runner.guest.qga import QemuAgentShell
+    from runner.guest.ssh import SshShell
+
+    linux = get_profile("linux")
+    with_agent = _linux_image(tmp_path / "a", qemu_agent=True)
+    shells = linux.open_shells(with_agent, "127.0.0.1", 2222, agent=lambda command, timeout: {})
+    assert isinstance(shells.admin, QemuAgentShell) and isinstance(shells.user, SshShell)
+    # An image built before the agent, or a caller with no way to the agent: SSH, as before.
+    without = _linux_image(tmp_path / "b", qemu_agent=False)
+    assert isinstance(linux.open_shells(without, "127.0.0.1", 2222, agent=lambda c, t: {}).admin, SshShell)
+    assert isinstance(linux.open_shells(with_agent, "127.0.0.1", 2222).admin, SshShell)

@@ -92,3 +92,23 @@ def test_a_script_that_exits_125_by_itself_is_its_own_result(guest, tmp_path):
     task = make_task(tmp_path, "echo FAIL; exit 125\n")
     result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
     assert (result.exit_code, result.stdout) == (125, "FAIL\n")
+
+
+def test_a_folder_left_by_an_earlier_run_is_made_afresh(guest, tmp_path):
+    left = Path(guest.admin_task_dir)
+    left.mkdir(parents=True)
+    (left / "planted.sh").write_text("echo planted\n")
+    left.chmod(0o755)
+    task = make_task(tmp_path, 'ls "$TASK_DIR"; stat -c %a "$TASK_DIR"\n')
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    assert "planted.sh" not in result.stdout and result.stdout.splitlines()[-1] == "700"
+    assert not left.exists()
+
+
+def test_the_script_is_its_own_shell_for_exit_and_set_e(guest, tmp_path):
+    # It runs in a subshell of the staging command: `set -e` and `exit` end the script alone,
+    # and the folder is still removed after.
+    task = make_task(tmp_path, "set -e\necho before\nfalse\necho never\n")
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    assert (result.exit_code, result.stdout) == (1, "before\n")
+    assert not Path(guest.admin_task_dir).exists()
