@@ -38,7 +38,7 @@ from runner.scoring.quarantine import quarantine, quarantine_then_list, user_pro
 from runner.runs.recording import Recorder
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
-from runner.tasks.scripts import grant_admin, hand_home_to_user, run_privileged
+from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged
 from runner.tasks.model import SafetyRule, Task
 from runner.scoring.verdict import Verdict, parse_verdict
 from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
@@ -277,11 +277,12 @@ class Harness:
     def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
                         state: EpisodeState) -> Scored:
         user = vm.desktop_user
-        self._setup(vm, slot, task, trial, ep_dir, state)
+        watch = self._watched(task)
+        # With a write set, the home is handed to the user in the before-listing's command.
+        home_to_hand = self._setup(vm, slot, task, trial, ep_dir, state, hand_home=not watch)
         spared = user_processes(vm.admin_shell, user, task.guest) \
             if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
-        watch = self._watched(task)
-        before = self._listing(vm, task, watch, state.phases, "write_set_before")
+        before = self._listing_before(vm, task, watch, state.phases, hand_home=home_to_hand)
         with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
             (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
             self._set(slot, task, trial, f"agent {self.agent.name}")
@@ -321,7 +322,10 @@ class Harness:
             (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
         return self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)
 
-    def _setup(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path, state: EpisodeState) -> None:
+    def _setup(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path, state: EpisodeState, *,
+               hand_home: bool) -> bool:
+        """Runs the task's setup; HAND_HOME: then gives what it made in the home to the user.
+        Returns whether that is still to do (a setup ran, and HAND_HOME was False)."""
         self._set(slot, task, trial, "setup")
         t = time.monotonic()
         try:
@@ -332,10 +336,12 @@ class Harness:
             (ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
             if setup.exit_code != 0:
                 raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
-            hand_home_to_user(vm.admin_shell, task, vm.desktop_user)
+            if hand_home:
+                hand_home_to_user(vm.admin_shell, task, vm.desktop_user)
         if task.spec.agent_privileges == "admin":
             grant_admin(vm.admin_shell, task, vm.desktop_user)
         state.phases["setup"] = round(time.monotonic() - t, 3)
+        return setup is not None and not hand_home
 
     @staticmethod
     def _score(agent_result: AgentResult, verdict: Verdict, verdict_log: dict, checkpoints: dict[str, bool],
@@ -379,13 +385,17 @@ class Harness:
     def _home(self) -> str:
         return self.pool.image.manifest.desktop_user.home
 
-    def _listing(self, vm: EpisodeVM, task: Task, watch: tuple[str, ...], phases: dict[str, float],
-                 phase: str) -> Listing | None:
+    def _listing_before(self, vm: EpisodeVM, task: Task, watch: tuple[str, ...], phases: dict[str, float], *,
+                        hand_home: bool) -> Listing | None:
+        """The listing before the agent; HAND_HOME: the setup's home handed to the user first."""
         if not watch:
             return None
         t = time.monotonic()
-        listing = take_listing(vm.admin_shell, task.guest, watch)
-        phases[phase] = round(time.monotonic() - t, 3)
+        if hand_home:
+            listing = hand_home_then_list(vm.admin_shell, task, vm.desktop_user, watch)
+        else:
+            listing = take_listing(vm.admin_shell, task.guest, watch)
+        phases["write_set_before"] = round(time.monotonic() - t, 3)
         return listing
 
     def _unexpected_changes(self, task: Task, watch: tuple[str, ...], before: Listing | None,

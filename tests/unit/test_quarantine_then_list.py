@@ -1,6 +1,7 @@
-"""The quarantine and the after-listing in one guest command: each part's failure is still its
-own, the listing never runs when the quarantine failed, and the output is parted by a
-boundary the agent cannot know. Run with sh on this host (LocalShell)."""
+"""Admin steps folded into the listing's guest command: the quarantine before the after-listing,
+the home's hand-over before the before-listing. Each part's failure is still its own, the
+listing never runs when the step before it failed, and the output is parted by a boundary
+the agent cannot know. Run with sh on this host (LocalShell)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from runner.errors import InfraError
 from runner.profiles import DesktopUser
 from runner.profiles.linux import LinuxProfile
 from runner.scoring.quarantine import quarantine_then_list
+from runner.tasks.scripts import hand_home_then_list
 
 USER = DesktopUser("alice", "/home/alice")
 
@@ -82,3 +84,46 @@ def test_a_guest_that_runs_them_apart_gets_two_commands(home):
     shell = Counting()
     stopped, listing = quarantine_then_list(shell, USER, OneByOne("echo froze 2"), (str(home),))
     assert (shell.commands, stopped) == (2, "froze 2") and f"{home}/made-by-agent.txt" in listing.entries
+
+
+# -- the home handed over, then the before-listing: also one command
+
+
+class ScriptedHandOver(LinuxProfile):
+    def __init__(self, hand: str, chained: bool = True) -> None:
+        self.hand, self.chained = hand, chained
+
+    def hand_home_script(self, user):
+        return self.hand
+
+    def chained_script(self, first, boundary, second):
+        return super().chained_script(first, boundary, second) if self.chained else None
+
+
+class TaskOn:
+    """What hand_home_then_list reads of a task: its guest profile."""
+
+    def __init__(self, guest) -> None:
+        self.guest = guest
+
+
+def test_handing_the_home_over_and_the_before_listing_are_one_command(home):
+    shell = Counting()
+    listing = hand_home_then_list(shell, TaskOn(ScriptedHandOver(f"echo cu-run-listing-1; touch {home}/handed")),
+                                  USER, (str(home),))
+    assert shell.commands == 1
+    # The listing starts after the hand-over, so it sees what the hand-over did.
+    assert {f"{home}/made-by-agent.txt", f"{home}/handed"} <= set(listing.entries)
+
+
+def test_a_hand_over_that_fails_is_its_own_error_and_nothing_is_listed(tmp_path):
+    with pytest.raises(InfraError, match="could not give what setup made in /home/alice to alice: chown failed"):
+        hand_home_then_list(LocalShell(), TaskOn(ScriptedHandOver("echo chown failed >&2; exit 1")), USER,
+                            (str(tmp_path / "never-listed"),))
+
+
+def test_a_guest_that_runs_them_apart_hands_over_then_lists(home):
+    shell = Counting()
+    listing = hand_home_then_list(shell, TaskOn(ScriptedHandOver(f"touch {home}/handed", chained=False)), USER,
+                                  (str(home),))
+    assert shell.commands == 2 and f"{home}/handed" in listing.entries
