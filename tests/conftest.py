@@ -18,7 +18,15 @@ def settings() -> Settings:
     return Settings.resolve(TEST_HOME)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow, which CI leaves out for time (docs/testing.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    run_slow = config.getoption("--slow")
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow: past CI's time budget; run with --slow"))
