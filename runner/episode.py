@@ -25,7 +25,7 @@ from pathlib import Path
 from runner.images.catalog import Image
 from runner.config import Settings, admin_channel, free_bytes
 from runner.display.base import Display
-from runner.errors import GuestUnreachable, InfraError, UsageError
+from runner.errors import GuestUnreachable, HostFault, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
 from runner.hypervisor.host import Host
@@ -43,10 +43,6 @@ DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
 START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU binding it
 WARM_SLOT_WAIT = 300.0  # another run's episode on the same warm slot finishes well within this
-
-
-class HostFault(InfraError):
-    """What the host itself sees wrong with a VM (QEMU gone or stopped, libvirt gone): never the agent's."""
 
 
 @dataclass

@@ -30,6 +30,10 @@ class InfraError(CuRunError):
     """
 
 
+class HostFault(InfraError):
+    """What the host itself sees wrong with a VM (QEMU gone or stopped, libvirt gone): never the agent's."""
+
+
 class GuestUnreachable(InfraError):
     """The guest's shell or screen did not answer (VM dead, port closed, auth refused)."""
 

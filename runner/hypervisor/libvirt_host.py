@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import TypeVar
 import libvirt
 import libvirt_qemu
 
-from runner.errors import GuestUnreachable, InfraError
+from runner.errors import GuestUnreachable, HostFault, InfraError
 from runner.guest.qga import AgentCommandFailed
 from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
 from runner.display.base import Display
@@ -233,16 +234,31 @@ class LibvirtHost:
         return mime or "image/x-portable-pixmap", b"".join(chunks)
 
     def agent_command(self, name: str, command: dict, timeout: float) -> object:
-        """COMMAND to NAME's QEMU guest agent; its answer's "return" value."""
-        dom = self.lookup(name)
-        if dom is None:
-            raise GuestUnreachable(f"the guest agent of {name} cannot be reached: no such domain")
+        """COMMAND to NAME's QEMU guest agent; its answer's "return" value.
+
+        The agent is reached through libvirtd, so libvirtd's own trouble is a HostFault, never
+        the guest's: the harness then retries the episode instead of blaming the agent. A
+        libvirtd that is restarting is waited for; a command is never sent twice (it may have
+        started a script, or read a piece of a file)."""
+        deadline = time.monotonic() + LIBVIRTD_RETURN_WAIT
+        while True:
+            try:
+                conn = self.conn
+                break
+            except InfraError as exc:
+                if time.monotonic() >= deadline:
+                    raise HostFault(f"libvirt is gone, so the guest agent of {name} cannot be reached: "
+                                    f"{exc.message}", fix=exc.fix) from exc
+                time.sleep(1.0)
         try:
-            reply = self._call(lambda c: libvirt_qemu.qemuAgentCommand(dom, json.dumps(command),
-                                                                       max(1, round(timeout)), 0))
+            reply = libvirt_qemu.qemuAgentCommand(conn.lookupByName(name), json.dumps(command),
+                                                  max(1, round(timeout)), 0)
         except libvirt.libvirtError as exc:
             message = exc.get_error_message()
-            if exc.get_error_code() in _AGENT_UNREACHABLE or connection_lost(exc):
+            if connection_lost(exc):
+                raise HostFault(f"libvirt's connection broke during a command to the guest agent of {name}: "
+                                f"{message}") from exc
+            if exc.get_error_code() in _AGENT_UNREACHABLE:
                 raise GuestUnreachable(f"the guest agent of {name} does not answer: {message}") from exc
             raise AgentCommandFailed(message) from exc
         try:
@@ -279,6 +295,7 @@ class LibvirtHost:
         return found
 
 
+LIBVIRTD_RETURN_WAIT = 30.0  # a restarting libvirtd is back within seconds; its domains live on
 # The agent is not there (not connected yet, gone, or broken) or the domain is not running: its
 # answer to a command it got is any other error.
 _AGENT_UNREACHABLE = (libvirt.VIR_ERR_AGENT_UNRESPONSIVE, libvirt.VIR_ERR_NO_DOMAIN,

@@ -29,8 +29,8 @@ from runner.agents.base import Agent, AgentResult
 from runner.scoring.blame import Stage, blame, describe
 from runner.images.catalog import Image
 from runner.config import Settings, private_dir
-from runner.episode import EpisodeOptions, EpisodeVM, HostFault
-from runner.errors import CommandTimeout, InfraError
+from runner.episode import EpisodeOptions, EpisodeVM
+from runner.errors import CommandTimeout, HostFault, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.mcp.server import DEFAULT_TOOLSETS
