@@ -18,6 +18,7 @@ from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint
 from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest
 
 if TYPE_CHECKING:
+    from runner.guest.qga import AgentLink
     from runner.images.catalog import Image
 
 

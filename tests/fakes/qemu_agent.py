@@ -82,7 +82,7 @@ class FakeQemuAgent:
         with self._lock:
             process = self._processes.get(pid)
         if process is None:
-            raise AgentCommandFailed(f"Invalid parameter 'pid'")
+            raise AgentCommandFailed("Invalid parameter 'pid'")
         code = process.poll()
         if code is None:
             return {"exited": False}

@@ -11,7 +11,6 @@ import queue
 import struct
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 

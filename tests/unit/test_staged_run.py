@@ -4,7 +4,6 @@ after, whatever the script did. Run with sh on this host (LocalShell), as the gu
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
