@@ -57,7 +57,6 @@ def main() -> None:
     parser.add_argument("--tasks", default="", help="comma-separated subset of linux-core [default: all]")
     parser.add_argument("--admin", default="", help="admin channels to compare, e.g. agent,ssh [default: the default]")
     args = parser.parse_args()
-    settings = Settings.resolve()
     channels = [c for c in args.admin.split(",") if c] or [None]
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,6 +64,7 @@ def main() -> None:
             for channel in channels:
                 if channel:
                     os.environ["CU_RUN_ADMIN_CHANNEL"] = channel
+                settings = Settings.resolve()  # which reads the channel
                 name = f"pool_{pool}" + (f"_{channel}" if channel else "")
                 result, counts = warm_oracle_run(settings, pool, Path(tmp) / name, args.trials,
                                                  tuple(t for t in args.tasks.split(",") if t))

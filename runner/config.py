@@ -59,12 +59,16 @@ class Settings:
 
     cache_dir: Path
     libvirt_uri: str
+    admin_channel: str = "agent"  # one of ADMIN_CHANNELS
 
     @classmethod
     def resolve(cls, cache_dir: Path | None = None, libvirt_uri: str | None = None) -> Settings:
+        """From the arguments and the environment; a bad CU_RUN_ADMIN_CHANNEL is refused here,
+        once, before anything starts."""
         return cls(
             cache_dir=(cache_dir or default_cache_dir()).expanduser().resolve(),
             libvirt_uri=libvirt_uri or default_libvirt_uri(),
+            admin_channel=admin_channel(),
         )
 
     @property

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.images.catalog import Image
-from runner.config import Settings, admin_channel, free_bytes
+from runner.config import Settings, free_bytes
 from runner.display.base import Display
 from runner.errors import GuestUnreachable, HostFault, InfraError, UsageError
 from runner.guest.base import GuestShell
@@ -53,7 +53,6 @@ class EpisodeOptions:
     shell_timeout: float = SHELL_READY_TIMEOUT
     desktop_timeout: float = DESKTOP_READY_TIMEOUT
     memory_mib: int | None = None
-    admin_channel: str = field(default_factory=admin_channel)  # runner.config.ADMIN_CHANNELS
 
 
 @dataclass
@@ -269,7 +268,7 @@ class EpisodeVM:
         self.endpoints = Endpoints(self.name, f"{vnc_host}:{vnc_port}", self.vnc_password,
                                    guest.endpoint(self.image, forwarded, shell_port))
         agent = ((lambda command, timeout: self.host.agent_command(self.name, command, timeout))
-                 if self.options.admin_channel == "agent" else None)
+                 if self.settings.admin_channel == "agent" else None)
         shells = guest.open_shells(self.image, forwarded, shell_port, agent=agent)
         self._shell, self._admin_shell = shells.user, shells.admin
         self._undo.append(("close shell", self._shell.close))

@@ -14,7 +14,7 @@ from runner.agents.builtin import NopAgent, OracleAgent
 from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
 from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.errors import GuestUnreachable
+from runner.errors import GuestUnreachable, UsageError
 from runner.runs.harness import Harness, PoolConfig
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.profiles import PROFILES, DesktopUser, Shells, register
@@ -45,6 +45,7 @@ class HostShellProfile(LinuxProfile):
         return f"HOME={self.home('alice')}; export HOME\n" + super().agent_prelude(folder)
 
     def open_shells(self, image, host, port, agent=None) -> Shells:
+        self.agent = agent  # what the episode handed over to reach the QEMU guest agent
         return Shells(user=self.shell_factory(), admin=self.shell_factory())
 
     def hand_home_script(self, user: DesktopUser) -> str:
@@ -112,6 +113,27 @@ def test_an_episode_vm_comes_up_and_leaves_nothing(host, guest, tmp_path):
         assert f'passwd="{vm.vnc_password}"' in vm.domain_xml
     assert host.lookup(vm.name) is None and not vm.workdir.exists()
     assert vm.teardown() == []  # idempotent
+
+
+@pytest.mark.parametrize("channel", ["agent", "ssh"])
+def test_the_admin_channel_chosen_once_in_the_settings_reaches_the_profile(host, guest, tmp_path, monkeypatch,
+                                                                          channel):
+    monkeypatch.setenv("CU_RUN_ADMIN_CHANNEL", channel)
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    sent = []
+    monkeypatch.setattr(host, "agent_command", lambda name, command, timeout: sent.append(name) or {})
+    with EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0) as vm:
+        if channel == "ssh":
+            assert guest.agent is None
+        else:
+            guest.agent({"execute": "guest-ping"}, 5)
+            assert sent == [vm.name]
+
+
+def test_a_bad_admin_channel_is_refused_when_the_settings_are_resolved(monkeypatch, tmp_path):
+    monkeypatch.setenv("CU_RUN_ADMIN_CHANNEL", "telnet")
+    with pytest.raises(UsageError, match="CU_RUN_ADMIN_CHANNEL='telnet' is not one of agent, ssh"):
+        Settings.resolve(cache_dir=tmp_path)
 
 
 class UnreachableShell(LocalShell):
