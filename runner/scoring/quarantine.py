@@ -18,12 +18,11 @@ A stop that fails after the agent ran is the agent's doing: the caller scores it
 
 from __future__ import annotations
 
-import secrets
 
-from runner.errors import CommandTimeout, InfraError
+from runner.errors import InfraError
 from runner.guest.base import GuestShell
 from runner.profiles import DesktopUser, GuestProfile
-from runner.scoring.writeset import LIST_TIMEOUT, Listing, listing_of, take_listing
+from runner.scoring.writeset import Listing, step_then_list, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
 
@@ -47,25 +46,16 @@ def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *, kee
 
 def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, roots: tuple[str, ...], *,
                          keep: set[int] | None = None) -> tuple[str, Listing]:
-    """quarantine(), then the write-set listing of ROOTS, in one guest command: what was stopped,
-    and the listing. The listing starts only once the quarantine succeeded; a random boundary
-    no process of the agent's can know parts their output."""
-    boundary = f"cu-run-listing-{secrets.token_hex(16)}"
-    script = guest.chained_script(guest.quarantine_script(user, keep), boundary, guest.list_script(roots))
-    if script is None:  # this guest's shell runs them one by one
+    """quarantine(), then the write-set listing of ROOTS, in one guest command where the profile
+    can chain them (writeset.step_then_list): what was stopped, and the listing."""
+    chained = step_then_list(admin, guest, guest.quarantine_script(user, keep), f"stopping {user.name}'s processes",
+                             QUARANTINE_TIMEOUT, roots)
+    if chained is None:  # this guest's shell runs them one by one
         return quarantine(admin, user, guest, keep=keep), take_listing(admin, guest, roots)
-    try:
-        result = admin.run(script, timeout=QUARANTINE_TIMEOUT + LIST_TIMEOUT)
-    except CommandTimeout as exc:
-        if boundary not in exc.stdout:
-            raise CommandTimeout(f"stopping {user.name}'s processes: {exc.message}", stdout=exc.stdout,
-                                 stderr=exc.stderr) from exc
-        raise CommandTimeout(f"listing the watched folders: {exc.message}", stdout=exc.stdout,
-                             stderr=exc.stderr) from exc
-    stopped, found, listing = result.stdout.partition(boundary + "\n")
-    if not found:
-        raise _not_stopped(user, result)
-    return stopped.strip(), listing_of(guest, result.exit_code, listing, result.stderr)
+    stopped, listing = chained
+    if listing is None:
+        raise _not_stopped(user, stopped)
+    return stopped.stdout.strip(), listing
 
 
 def _not_stopped(user: DesktopUser, result) -> InfraError:

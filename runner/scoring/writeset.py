@@ -13,12 +13,13 @@ makes by itself (caches, shell history, application settings).
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from runner.errors import InfraError
-from runner.guest.base import GuestShell
+from runner.errors import CommandTimeout, InfraError
+from runner.guest.base import ExecResult, GuestShell
 
 if TYPE_CHECKING:
     from runner.profiles import GuestProfile
@@ -141,6 +142,31 @@ def take_listing(shell: GuestShell, guest: GuestProfile, roots: tuple[str, ...])
     when the listing fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
     result = shell.run(guest.list_script(roots), timeout=LIST_TIMEOUT)
     return listing_of(guest, result.exit_code, result.stdout, result.stderr)
+
+
+def step_then_list(shell: GuestShell, guest: GuestProfile, step: str, what: str, step_timeout: float,
+                   roots: tuple[str, ...]) -> tuple[ExecResult, Listing | None] | None:
+    """STEP (an admin script), then the listing of ROOTS, in one guest command: a command costs
+    a channel and processes under TCG. The listing starts only once STEP succeeded; a random
+    boundary no process of the agent's can know parts their output.
+
+    Returns STEP's result (its own stdout) and the listing, or the whole command's result and
+    None when STEP failed; None when the profile cannot chain them (run them apart then).
+    A timeout says which part ran past it: WHAT, or the listing."""
+    boundary = f"cu-run-listing-{secrets.token_hex(16)}"
+    script = guest.chained_script(step, boundary, guest.list_script(roots))
+    if script is None:
+        return None
+    try:
+        result = shell.run(script, timeout=step_timeout + LIST_TIMEOUT)
+    except CommandTimeout as exc:
+        part = what if boundary not in exc.stdout else "listing the watched folders"
+        raise CommandTimeout(f"{part}: {exc.message}", stdout=exc.stdout, stderr=exc.stderr) from exc
+    before, found, listing = result.stdout.partition(boundary + "\n")
+    if not found:
+        return result, None
+    return (ExecResult(result.exit_code, before, result.stderr),
+            listing_of(guest, result.exit_code, listing, result.stderr))
 
 
 def listing_of(guest: GuestProfile, exit_code: int, stdout: str, stderr: str) -> Listing:

@@ -24,14 +24,13 @@ the desktop user (the agent must be able to change the files the task gives it).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
 from runner.profiles.base import STAGING_FAILED, STAGING_FAILED_EXIT
-from runner.scoring.writeset import LIST_TIMEOUT, Listing, listing_of, take_listing
+from runner.scoring.writeset import Listing, step_then_list, take_listing
 from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
@@ -83,19 +82,17 @@ def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
 
 
 def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, roots: tuple[str, ...]) -> Listing:
-    """hand_home_to_user(), then the write-set listing of ROOTS (take_listing), in one guest command
-    where the profile can chain them: a command costs a channel and processes under TCG. The
-    listing starts only once the home was handed over; a random boundary parts their output."""
-    boundary = f"cu-run-listing-{secrets.token_hex(16)}"
-    script = task.guest.chained_script(task.guest.hand_home_script(user), boundary, task.guest.list_script(roots))
-    if script is None:
+    """hand_home_to_user(), then the write-set listing of ROOTS, in one guest command where the
+    profile can chain them (writeset.step_then_list)."""
+    chained = step_then_list(admin, task.guest, task.guest.hand_home_script(user),
+                             f"handing {user.home} to {user.name}", ADMIN_STEP_TIMEOUT, roots)
+    if chained is None:
         hand_home_to_user(admin, task, user)
         return take_listing(admin, task.guest, roots)
-    result = admin.run(script, timeout=HAND_HOME_TIMEOUT + LIST_TIMEOUT)
-    _, found, listing = result.stdout.partition(boundary + "\n")
-    if not found:
-        raise InfraError(f"could not {_hand_home_what(user)}: {result.stderr.strip()[-300:]}")
-    return listing_of(task.guest, result.exit_code, listing, result.stderr)
+    handed, listing = chained
+    if listing is None:
+        raise InfraError(f"could not {_hand_home_what(user)}: {handed.stderr.strip()[-300:]}")
+    return listing
 
 
 def _hand_home_what(user: DesktopUser) -> str:
@@ -107,11 +104,11 @@ def grant_admin(admin: GuestShell, task: Task, user: DesktopUser) -> None:
     _admin_step(admin, task.guest.grant_admin_script(user), f"give {user.name} admin rights")
 
 
-HAND_HOME_TIMEOUT = 60.0  # and any other short admin step
+ADMIN_STEP_TIMEOUT = 60.0  # handing the home over, granting admin rights
 
 
 def _admin_step(admin: GuestShell, script: str, what: str) -> None:
-    result = admin.run(script, timeout=HAND_HOME_TIMEOUT)
+    result = admin.run(script, timeout=ADMIN_STEP_TIMEOUT)
     if not result.ok:
         raise InfraError(f"could not {what}: {result.stderr.strip()[-300:]}")
 

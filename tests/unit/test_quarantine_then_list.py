@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fakes.display import LocalShell
-from runner.errors import InfraError
+from runner.errors import CommandTimeout, InfraError
 from runner.profiles import DesktopUser
 from runner.profiles.linux import LinuxProfile
 from runner.scoring.quarantine import quarantine_then_list
@@ -127,3 +127,24 @@ def test_a_guest_that_runs_them_apart_hands_over_then_lists(home):
     listing = hand_home_then_list(shell, TaskOn(ScriptedHandOver(f"touch {home}/handed", chained=False)), USER,
                                   (str(home),))
     assert shell.commands == 2 and f"{home}/handed" in listing.entries
+
+
+@pytest.mark.parametrize("stop, part", [("sleep 30", "stopping alice's processes"),
+                                        ("echo froze 1", "listing the watched folders")])
+def test_a_timeout_names_the_part_that_ran_past_it(home, tmp_path, monkeypatch, stop, part):
+    # Over the QEMU guest agent's shell (against FakeQemuAgent), which keeps what a killed
+    # command printed: whether the boundary was printed says which part ran too long.
+    from fakes.qemu_agent import FakeQemuAgent
+    from runner.guest.qga import QemuAgentShell
+    from runner.scoring import quarantine as q
+    from runner.scoring import writeset
+
+    class SlowLister(ScriptedStop):
+        def list_script(self, roots):
+            return "sleep 30\n"
+
+    monkeypatch.setattr(q, "QUARANTINE_TIMEOUT", 0.5)
+    monkeypatch.setattr(writeset, "LIST_TIMEOUT", 0.5)
+    shell = QemuAgentShell(FakeQemuAgent(), environment={"PATH": "/usr/bin:/bin"}, spool=str(tmp_path / "spool"))
+    with pytest.raises(CommandTimeout, match=f"^{part}: command ran past"):
+        quarantine_then_list(shell, USER, SlowLister(stop), (str(home),))
