@@ -128,3 +128,40 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
     monkeypatch.setattr(linux, "MAX_ENTRIES", 2)
     small = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
     assert small.truncated and len(small.entries) == 2
+
+
+def test_names_that_are_not_utf8_stay_apart(tmp_path):
+    """Two names that differ only in bytes UTF-8 cannot decode are two entries, not one: a
+    file the agent made must not hide behind one setup made."""
+    import os
+
+    root = os.fsencode(tmp_path)
+    for name in (b"a\xfe.txt", b"a\xff.txt"):
+        with open(root + b"/" + name, "wb") as fh:
+            fh.write(name)
+    entries = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),)).entries
+    names = sorted(os.fsencode(p) for p in entries if p != str(tmp_path))
+    assert names == [root + b"/a\xfe.txt", root + b"/a\xff.txt"]
+
+
+def test_overlapping_roots_list_each_path_once_and_the_budget_leaves_files_unhashed(tmp_path, monkeypatch):
+    from runner.profiles import linux
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("a")
+    monkeypatch.setattr(linux, "MAX_ENTRIES", 3)  # the root, sub and a.txt: listed twice, still 3
+    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path), str(tmp_path / "sub")))
+    assert not listing.truncated and len(listing.entries) == 3
+
+    monkeypatch.setattr(linux, "HASH_BUDGET_S", -1.0)  # the budget spent before the first file
+    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
+    assert listing.unhashed == (str(tmp_path / "sub" / "a.txt"),)
+
+
+@pytest.mark.parametrize("output", ["", "f 1 2.0 - 2f61\n", "f 1 2.0 -\ncomplete\n", "f one 2.0 - 2f61\ncomplete\n",
+                                    "f 1 2.0 - zz\ncomplete\n"])
+def test_a_listing_the_lister_did_not_print_is_an_infra_error(output):
+    from runner.errors import InfraError
+
+    with pytest.raises(InfraError, match="listing"):
+        get_profile("linux").parse_listing(output)
