@@ -34,7 +34,8 @@ def emit(name: str, results: dict) -> None:
     print(json.dumps(report, indent=2))
 
 
-def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str, ...] = ()) -> tuple[object, dict]:
+def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str, ...] = (),
+                    standby: bool = True) -> tuple[object, dict]:
     """The linux-core oracle suite, warm, at POOL: the RunResult, and its wall time, episodes a
     minute, passes and infra errors."""
     from rich.console import Console
@@ -42,7 +43,7 @@ def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str,
     from runner.runs.run import RunRequest, run_suite
 
     request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
-                         start="warm")
+                         start="warm", standby=standby)
     started = time.perf_counter()
     result = run_suite(settings, request, Console(file=open("/dev/null", "w")))
     wall = time.perf_counter() - started

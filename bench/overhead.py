@@ -1,9 +1,10 @@
 """Per-episode overhead: what an episode spends outside the agent, warm starts, the linux-core
 oracle suite at pool 1 and pool 2, side by side in one run.
 
-    python bench/overhead.py [--pools 1,2] [--trials 1] [--admin agent,ssh]
+    python bench/overhead.py [--pools 1,2] [--trials 1] [--admin agent,ssh] [--standby on,off]
 
-Needs warm states for the largest pool (cu-run image warm linux-test --slots 2). Prints one
+Needs warm states for the largest pool (cu-run image warm linux-test --slots 2), and spare ones
+for standby VMs (--slots 4 gives pool 2 two spares). Prints one
 JSON object: per pool, the median of each phase, the median overhead (the episode's
 duration minus its agent phase), and how long a slot waits between the end of one episode
 and the start of the next.
@@ -56,19 +57,24 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--tasks", default="", help="comma-separated subset of linux-core [default: all]")
     parser.add_argument("--admin", default="", help="admin channels to compare, e.g. agent,ssh [default: the default]")
+    parser.add_argument("--standby", default="on", help="standby VMs, e.g. on,off to compare [default: on]")
     args = parser.parse_args()
+    standbys = [s == "on" for s in args.standby.split(",")]
     channels = [c for c in args.admin.split(",") if c] or [None]
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for pool in (int(p) for p in args.pools.split(",")):
             for channel in channels:
-                if channel:
-                    os.environ["CU_RUN_ADMIN_CHANNEL"] = channel
-                settings = Settings.resolve()  # which reads the channel
-                name = f"pool_{pool}" + (f"_{channel}" if channel else "")
-                result, counts = warm_oracle_run(settings, pool, Path(tmp) / name, args.trials,
-                                                 tuple(t for t in args.tasks.split(",") if t))
-                results[name] = {**counts, **overhead_of(result.records)}
+                for standby in standbys:
+                    if channel:
+                        os.environ["CU_RUN_ADMIN_CHANNEL"] = channel
+                    settings = Settings.resolve()  # which reads the channel
+                    name = (f"pool_{pool}" + (f"_{channel}" if channel else "")
+                            + ("" if len(standbys) == 1 else "_standby" if standby else "_no_standby"))
+                    result, counts = warm_oracle_run(settings, pool, Path(tmp) / name, args.trials,
+                                                     tuple(t for t in args.tasks.split(",") if t), standby)
+                    results[name] = {**counts, **overhead_of(result.records),
+                                     "standby_used": sum("standby_restore" in r.phases for r in result.records)}
     emit("overhead", {"suite": "linux-core", "agent": "oracle", "start": "warm", "target_overhead_s": 5.0,
                       "pools": results})
 

@@ -117,6 +117,7 @@ class EpisodeVM:
         self._display: Display | None = None
         self._domain_xml = ""
         self._undo: list[tuple[str, Callable[[], object]]] = []
+        self._started = False
         self.endpoints: Endpoints | None = None
         # Fresh for every episode, set in the domain and handed only to what the run connects.
         self.vnc_password = new_vnc_password()
@@ -152,6 +153,11 @@ class EpisodeVM:
         return self._display
 
     @property
+    def started(self) -> bool:
+        """start() has succeeded and the VM has not been torn down since."""
+        return self._started
+
+    @property
     def serial_log(self) -> Path:
         return self.workdir / "serial.log"
 
@@ -173,6 +179,7 @@ class EpisodeVM:
     def start(self) -> None:
         try:
             self._start()
+            self._started = True
         except BaseException as exc:
             if self.artifacts is not None:
                 self.capture_artifacts(self.artifacts)
@@ -280,6 +287,24 @@ class EpisodeVM:
         if not result.ok:
             raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
 
+    def warm_up(self) -> None:
+        """Runs what the episode's admin commands will run once, on nothing: for a VM made ready
+        ahead of its episode (runner.runs.standby), whose guest code TCG has yet to translate."""
+        script = self.image.manifest.guest.warm_up_script()
+        if script is None:
+            return
+        t = time.monotonic()
+        result = self.admin_shell.run(script, timeout=60)
+        if not result.ok:
+            raise InfraError(f"{self.name}: the warm-up command failed (exit {result.exit_code}): "
+                             f"{result.stderr.strip()[-300:]}")
+        self.timings.mark("warm_up", t)
+
+    def still_ready(self) -> None:
+        """For a VM that waited after its start: QEMU still runs and the admin channel answers."""
+        self.check_alive()
+        self.admin_shell.wait_ready(10.0)
+
     def save_state(self, ram: Path, disk: Path, nvram: Path | None = None) -> None:
         """Saves the running VM's RAM state to RAM and moves its disk overlay to DISK (and its
         UEFI variable store to NVRAM): a warm slot.
@@ -382,6 +407,7 @@ class EpisodeVM:
         self._shell = None
         self._admin_shell = None
         self._display = None
+        self._started = False
         if interrupted:
             log.info("episode %s torn down after an interruption", self.name)
         return failed

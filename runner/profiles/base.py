@@ -165,6 +165,12 @@ class GuestProfile(ABC):
     def sync_script(self) -> str:
         """Flushes the guest's disk buffers (before a warm state is saved)."""
 
+    def warm_up_script(self) -> str | None:
+        """An admin script that runs, with nothing of any task, what an episode's admin commands
+        run (staging, the lister), so a VM made ready ahead of its episode has them at hand;
+        None when the profile has none."""
+        return None
+
     # -- the write set
 
     @abstractmethod

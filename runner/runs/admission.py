@@ -29,6 +29,11 @@ class Admission:
     def capped(self) -> bool:
         return self.admitted < self.asked
 
+    @property
+    def room_beside(self) -> int:
+        """VMs the host could hold beyond the admitted pool: for spare and standby VMs."""
+        return max(0, (self.available_mib - HOST_RESERVE_MIB) // self.per_vm_mib - self.admitted)
+
     def notice(self, image: str) -> str:
         return (f"--vm-pool {self.asked} capped at {self.admitted}: a {image} VM may need {self.per_vm_mib} MiB and "
                 f"this host has {self.available_mib} MiB available (less {HOST_RESERVE_MIB} MiB kept for the system)")

@@ -37,6 +37,7 @@ from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.scoring.quarantine import quarantine, quarantine_then_list, user_processes
 from runner.runs.recording import Recorder
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
+from runner.runs.standby import Standbys
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged
 from runner.tasks.model import SafetyRule, Task
@@ -85,6 +86,7 @@ class PoolConfig:
     suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
     record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
     mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
+    standby: bool = True  # with spare warm states: each slot's next VM made ready ahead (runner.runs.standby)
 
 
 @dataclass
@@ -136,6 +138,7 @@ class Harness:
         self._intervened: set[tuple[str, int]] = set()
         self._teardowns: list[threading.Thread] = []
         self._teardowns_lock = threading.Lock()  # slot workers add to the list while drain() reads it
+        self._standbys = Standbys()
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
@@ -164,6 +167,7 @@ class Harness:
     def drain(self, timeout: float = STOP_GRACE_S) -> None:
         """Waits for the teardowns still running in the background: nothing is left behind."""
         deadline = time.monotonic() + timeout
+        self._standbys.discard_all()
         with self._teardowns_lock:
             pending = list(self._teardowns)
         for thread in pending:
@@ -174,6 +178,7 @@ class Harness:
     def stop(self) -> None:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
         self._stop.set()
+        self._standbys.destroy_all(self.host.destroy)
         for vm in list(self._active.values()):
             try:
                 self.host.destroy(vm.name)
@@ -193,6 +198,7 @@ class Harness:
                 if record is not None:
                     self.keep(record)
         finally:
+            self._standbys.discard(slot)
             self.status[slot] = SlotStatus()
             finished.set()
 
@@ -237,18 +243,27 @@ class Harness:
         ep_dir.mkdir(mode=0o700)
         t0 = time.monotonic()
         state = EpisodeState()
-        warm, warm_lock = self._claim_warm(slot)
-        self._set(slot, task, trial, "restore" if warm else "boot")
-        vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                       options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm,
-                       warm_lock=warm_lock)
+        self._set(slot, task, trial, "standby")
+        vm, waited = self._standbys.take(slot, self._stop)
+        if vm is not None:
+            vm.artifacts = ep_dir
+            # Made before this episode began: its start is not part of this episode's time.
+            state.phases.update({f"standby_{k}": v for k, v in vm.timings.phases.items()})
+            state.phases["standby_wait"] = round(waited, 3)
+        else:
+            warm, warm_lock = self._claim_warm(slot)
+            self._set(slot, task, trial, "restore" if warm else "boot")
+            vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
+                           options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm,
+                           warm_lock=warm_lock)
         self._active[slot] = vm
         try:
-            vm.start()  # a start that fails tears itself down
+            if not vm.started:
+                vm.start()  # a start that fails tears itself down
+                state.phases.update(vm.timings.phases)
             try:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
-                state.phases.update(vm.timings.phases)
                 try:
                     scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state)
                 except Exception as exc:  # noqa: BLE001 - blamed by phase in _with_retries
@@ -286,6 +301,9 @@ class Harness:
         with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
             (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
             self._set(slot, task, trial, f"agent {self.agent.name}")
+            # The slot's next VM is made while the agent works: not while this episode's own
+            # admin commands, which the two cores would then share, run.
+            self._prepare_standby(slot)
             state.stage = "agent"
             t = time.monotonic()
             agent_result = self._run_agent(vm, task, ep_dir)
@@ -500,16 +518,37 @@ class Harness:
 
     def _claim_warm(self, slot: int) -> tuple[WarmSlot | None, SlotLock | None]:
         """The warm state SLOT restores, already held, and its lock: the slot's own when it is
-        free, else a spare (the own one is still being torn down). With no spare, (own, None):
+        free, else a spare (the own one is still being torn down). With none free, (own, None):
         the episode waits for its own slot as before."""
+        return self._free_warm(slot) or (self.pool.warm.get(slot), None)
+
+    def _free_warm(self, slot: int) -> tuple[WarmSlot, SlotLock] | None:
+        """SLOT's own warm state or a spare, whichever is free first, held; None when none is
+        (or the pool has no spares, when the own one is the only choice)."""
         own = self.pool.warm.get(slot)
         if own is None or not self.pool.spare_warm:
-            return own, None
+            return None
         for candidate in (own, *self.pool.spare_warm):
             lock = slot_lock(self.pool.image, candidate.state.slot)
             if lock.try_acquire():
                 return candidate, lock
-        return own, None
+        return None
+
+    def _prepare_standby(self, slot: int) -> None:
+        """Makes SLOT's next VM ready in the background, while this episode runs, when there is
+        more work and a warm state free for it (runner.runs.standby)."""
+        if not self.pool.standby or self._queue.empty() or self._stop.is_set():
+            return
+
+        def make() -> EpisodeVM | None:
+            free = self._free_warm(slot)
+            if free is None:
+                return None
+            warm, lock = free
+            return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
+                             options=EpisodeOptions(accel=self.pool.accel), warm=warm, warm_lock=lock)
+
+        self._standbys.prepare(slot, make)
 
     def _teardown_later(self, vm: EpisodeVM, ep_dir: Path) -> None:
         """Tears VM down in the background, so the slot's next episode need not wait for it. A

@@ -8,6 +8,7 @@ run resumes with --resume and redoes only what has no result.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -77,6 +78,7 @@ class RunRequest:
     live_port: int = 0
     live_host: str = "127.0.0.1"
     live_control: bool = False  # the live view may take the mouse and keyboard (recorded as interventions)
+    standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,11 @@ def begin_local(settings: Settings, request: RunRequest, plan: RunPlan, machine:
                   f"pool {machine.vm_pool}, {machine.accel.upper()}, {machine.start.mode} start, agent {plan.agent.name}")
     pool = PoolConfig(image=plan.image, accel=machine.accel, vm_pool=machine.vm_pool, run_id=new_run_id(),
                       toolsets=request.tools, max_steps=request.max_steps, warm=machine.start.slots,
-                      spare_warm=machine.start.spares,
+                      # A spare's VM runs beside the pool's (a teardown's overlap, a standby): only
+                      # as many as the host's memory holds besides.
+                      spare_warm=machine.start.spares[:admission.room_beside],
+                      # A standby's start and warm-up need a core the pool leaves free (docs/performance.md).
+                      standby=request.standby and machine.vm_pool < (os.cpu_count() or 1),
                       suite_rules=plan.suite.safety, record=request.record,
                       mcp_server=external_server(request, plan.agent))
     harness = Harness(machine.host, settings, pool, plan.agent, plan.out_dir,

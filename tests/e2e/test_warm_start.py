@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from vmtools import cu_run, leftovers, wait_for
 
 from runner.images.catalog import Catalog, sha256_file
@@ -136,3 +138,25 @@ def test_an_interrupted_warm_leaves_nothing_half_made_and_a_rerun_finishes(tmp_p
     (slot,) = list_slots(image)
     assert slot.state.slot == 0 and slot.ram.stat().st_size > 50 * 2**20
     shutil.rmtree(home)
+
+
+def test_at_pool_1_the_next_episode_takes_a_standby_vm_made_during_the_agent(warm_slots, tmp_path, host, settings):
+    """With a spare warm state (slot 1 beside pool 1) and a free core, each episode after the
+    first starts on a VM restored and warmed up while the one before ran: its record has the
+    standby's phases and no restore of its own; nothing is left behind."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("a standby needs a core the pool leaves free")
+    out = tmp_path / "standby"
+    result = cu_run("run", "--suite", "linux-core", "--agent", "oracle", "--vm-pool", "1", "--start", "warm",
+                    "--tasks", "folder-tree,env-var,calc-to-file", "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
+    assert [l["outcome"] for l in lines] == ["pass"] * 3
+    lines.sort(key=lambda l: l["started_at"])
+    assert "restore" in lines[0]["phases"]  # the first has no episode before it to overlap
+    taken = [l for l in lines[1:] if "standby_restore" in l["phases"]]
+    assert taken, [l["phases"] for l in lines]
+    assert all("restore" not in l["phases"] and "standby_warm_up" in l["phases"] for l in taken)
+    domains = {json.loads((out / l["task_id"] / "1" / "episode.json").read_text())["domain"] for l in lines}
+    assert len(domains) >= 2  # a standby runs on a spare warm state, beside the slot's own
+    assert leftovers(host, settings) == []

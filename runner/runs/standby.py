@@ -1,0 +1,126 @@
+"""A slot's next VM, made ready while the slot's current episode runs.
+
+A warm episode used to start by restoring its VM, waiting for the guest and fixing its clock:
+~3 s under TCG, during which the slot did nothing else. A standby does that work in the
+background, while the episode before it runs, on a spare warm state (one the pool's slots do
+not hold), and then runs the profile's warm-up once, so the episode's first commands do not
+pay for TCG translating the guest's code afresh. The next episode on the slot takes it over
+and starts with its setup.
+
+A standby is the runner's own: no agent has touched it, and it serves exactly one episode.
+One that fails to start is logged and dropped; its episode starts a VM itself, as it would
+have without one. One left unused when the slot has no more work is torn down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runner.episode import EpisodeVM
+from runner.errors import InfraError
+from runner.scoring.blame import describe
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Standby:
+    vm: EpisodeVM
+    made: threading.Event = field(default_factory=threading.Event)  # started and warmed up, or failed
+    error: BaseException | None = None
+
+
+class Standbys:
+    """At most one standby VM per pool slot."""
+
+    def __init__(self) -> None:
+        self._by_slot: dict[int, Standby] = {}
+        self._lock = threading.Lock()
+
+    def prepare(self, slot: int, make_vm: Callable[[], EpisodeVM | None]) -> None:
+        """Starts making SLOT's standby in the background, unless it has one; MAKE_VM returns the
+        (unstarted) VM, or None when there is no warm state to spare for it."""
+        with self._lock:
+            if slot in self._by_slot:
+                return
+            vm = make_vm()
+            if vm is None:
+                return
+            standby = self._by_slot[slot] = Standby(vm)
+        threading.Thread(target=_make, args=(standby,), name=f"standby-{slot}", daemon=True).start()
+
+    def take(self, slot: int, stop: threading.Event) -> tuple[EpisodeVM | None, float]:
+        """SLOT's standby, once made and still ready, and how long it was waited for; (None, waited)
+        when the slot has none, it failed, or STOP was set while waiting (it is torn down then)."""
+        with self._lock:
+            standby = self._by_slot.pop(slot, None)
+        if standby is None:
+            return None, 0.0
+        t = time.monotonic()
+        while not standby.made.wait(0.2):
+            if stop.is_set():
+                break
+        waited = time.monotonic() - t
+        if standby.error is not None:
+            log.warning("slot %d: the standby VM did not start (%s); starting one now", slot, describe(standby.error))
+            return None, waited
+        if stop.is_set():
+            _discard(standby)
+            return None, waited
+        try:
+            standby.vm.still_ready()
+        except InfraError as exc:
+            log.warning("slot %d: the standby VM %s is no longer ready (%s); starting one now", slot,
+                        standby.vm.name, exc.message)
+            standby.vm.teardown()
+            return None, waited
+        return standby.vm, waited
+
+    def discard(self, slot: int) -> None:
+        """Tears SLOT's standby down (once made): the slot has no more work for it."""
+        with self._lock:
+            standby = self._by_slot.pop(slot, None)
+        if standby is not None:
+            _discard(standby)
+
+    def discard_all(self) -> None:
+        with self._lock:
+            slots = list(self._by_slot)
+        for slot in slots:
+            self.discard(slot)
+
+    def destroy_all(self, destroy: Callable[[str], None]) -> None:
+        """Kills every standby's domain now (the run is stopping), so a start in progress fails fast."""
+        with self._lock:
+            names = [s.vm.name for s in self._by_slot.values()]
+        for name in names:
+            try:
+                destroy(name)
+            except InfraError:
+                pass
+
+
+def _make(standby: Standby) -> None:
+    try:
+        standby.vm.start()  # a start that fails tears itself down
+        try:
+            standby.vm.warm_up()
+        except BaseException:
+            standby.vm.teardown()
+            raise
+    except BaseException as exc:  # noqa: BLE001 - kept for take(), which logs it
+        standby.error = exc
+    finally:
+        standby.made.set()
+
+
+def _discard(standby: Standby) -> None:
+    standby.made.wait()
+    if standby.error is None:
+        failed = standby.vm.teardown()
+        for what in failed:
+            log.warning("tearing down the unused standby %s: %s", standby.vm.name, what)
