@@ -139,6 +139,9 @@ class Harness:
         self._teardowns: list[threading.Thread] = []
         self._teardowns_lock = threading.Lock()  # slot workers add to the list while drain() reads it
         self._standbys = Standbys()
+        # A slot's last VM whose teardown waits for the next episode's agent to start: tearing
+        # it down (QEMU exiting) during that episode's setup would slow the setup on 2 cores.
+        self._last_vm: dict[int, tuple[EpisodeVM, Path]] = {}
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
@@ -168,6 +171,8 @@ class Harness:
         """Waits for the teardowns still running in the background: nothing is left behind."""
         deadline = time.monotonic() + timeout
         self._standbys.discard_all()
+        for slot in list(self._last_vm):
+            self._tear_down_last(slot)
         with self._teardowns_lock:
             pending = list(self._teardowns)
         for thread in pending:
@@ -179,7 +184,7 @@ class Harness:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
         self._stop.set()
         self._standbys.destroy_all(self.host.destroy)
-        for vm in list(self._active.values()):
+        for vm in [*self._active.values(), *(last for last, _dir in list(self._last_vm.values()))]:
             try:
                 self.host.destroy(vm.name)
             except InfraError:
@@ -199,6 +204,7 @@ class Harness:
                     self.keep(record)
         finally:
             self._standbys.discard(slot)
+            self._tear_down_last(slot)
             self.status[slot] = SlotStatus()
             finished.set()
 
@@ -251,6 +257,7 @@ class Harness:
             state.phases.update({f"standby_{k}": v for k, v in vm.timings.phases.items()})
             state.phases["standby_wait"] = round(waited, 3)
         else:
+            self._tear_down_last(slot)  # it may hold the warm state this start needs
             warm, warm_lock = self._claim_warm(slot)
             self._set(slot, task, trial, "restore" if warm else "boot")
             vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
@@ -265,7 +272,8 @@ class Harness:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
                 try:
-                    scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state)
+                    scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state,
+                                                  at_agent_start=lambda: self._agent_starts(slot))
                 except Exception as exc:  # noqa: BLE001 - blamed by phase in _with_retries
                     # The host's own word, when it already spoke, is not asked again: a fault
                     # it saw (libvirt gone) may have mended itself since (reconnected).
@@ -277,7 +285,12 @@ class Harness:
                 vm.capture_artifacts(ep_dir)
                 vm.teardown(interrupted=isinstance(exc, KeyboardInterrupt))
                 raise
-            self._teardown_later(vm, ep_dir)
+            finally:
+                self._tear_down_last(slot)  # when the agent never started
+            if self._standbys.has(slot):
+                self._last_vm[slot] = (vm, ep_dir)  # the next episode starts on the standby
+            else:
+                self._teardown_later(vm, ep_dir)
         finally:
             self._active.pop(slot, None)
         record = EpisodeRecord(task.id, trial, scored.outcome, scored.reason, round(time.monotonic() - t0, 2), slot,
@@ -290,7 +303,7 @@ class Harness:
         return record
 
     def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
-                        state: EpisodeState) -> Scored:
+                        state: EpisodeState, at_agent_start: Callable[[], None] = lambda: None) -> Scored:
         user = vm.desktop_user
         watch = self._watched(task)
         # With a write set, the home is handed to the user in the before-listing's command.
@@ -301,9 +314,7 @@ class Harness:
         with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
             (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
             self._set(slot, task, trial, f"agent {self.agent.name}")
-            # The slot's next VM is made while the agent works: not while this episode's own
-            # admin commands, which the two cores would then share, run.
-            self._prepare_standby(slot)
+            at_agent_start()
             state.stage = "agent"
             t = time.monotonic()
             agent_result = self._run_agent(vm, task, ep_dir)
@@ -533,6 +544,18 @@ class Harness:
             if lock.try_acquire():
                 return candidate, lock
         return None
+
+    def _agent_starts(self, slot: int) -> None:
+        """The slot's work that waits for an agent to begin: it then shares the cores with the
+        agent, not with the episode's own admin commands."""
+        self._tear_down_last(slot)
+        self._prepare_standby(slot)
+
+    def _tear_down_last(self, slot: int) -> None:
+        """Starts tearing down SLOT's last VM, if it still waits for that."""
+        last = self._last_vm.pop(slot, None)
+        if last is not None:
+            self._teardown_later(*last)
 
     def _prepare_standby(self, slot: int) -> None:
         """Makes SLOT's next VM ready in the background, while this episode runs, when there is

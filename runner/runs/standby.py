@@ -53,6 +53,10 @@ class Standbys:
             standby = self._by_slot[slot] = Standby(vm)
         threading.Thread(target=_make, args=(standby,), name=f"standby-{slot}", daemon=True).start()
 
+    def has(self, slot: int) -> bool:
+        with self._lock:
+            return slot in self._by_slot
+
     def take(self, slot: int, stop: threading.Event) -> tuple[EpisodeVM | None, float]:
         """SLOT's standby, once made and still ready, and how long it was waited for; (None, waited)
         when the slot has none, it failed, or STOP was set while waiting (it is torn down then)."""

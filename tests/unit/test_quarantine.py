@@ -60,3 +60,14 @@ def test_processes_started_during_the_episode_are_killed_and_the_others_spared()
     finally:
         subprocess.run(["pkill", "-u", "nobody", "-x", "sleep"])
         before.wait()
+
+
+def test_the_desktop_users_id_comes_from_passwd_without_a_program():
+    from runner.profiles.linux import _user_id
+
+    found = subprocess.run(["sh", "-c", _user_id(DesktopUser("nobody", "/nonexistent")) + 'echo "$u"'],
+                           capture_output=True, text=True)
+    assert found.returncode == 0 and found.stdout.strip() == str(pwd.getpwnam("nobody").pw_uid)
+    missing = subprocess.run(["sh", "-c", _user_id(DesktopUser("no-such-user-x", "/x")) + "echo reached"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 3 and "reached" not in missing.stdout and "not in /etc/passwd" in missing.stderr

@@ -111,3 +111,23 @@ def test_the_script_is_its_own_shell_for_exit_and_set_e(guest, tmp_path):
     result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
     assert (result.exit_code, result.stdout) == (1, "before\n")
     assert not Path(guest.admin_task_dir).exists()
+
+
+def test_text_files_are_written_by_the_shell_and_binary_ones_travel_as_a_tar(guest, tmp_path):
+    """Text files (quotes, backslashes, no final newline, a nested folder) are written by the
+    shell's printf: no base64 or tar runs. A binary file sends them all as a tar instead. The
+    bytes and the modes are the same either way."""
+    odd = "it's \"quoted\" \\ $HOME `x` %s\n\ttab\nno final newline"
+    check = ('cat "$TASK_DIR/data/odd.txt"; echo; stat -c %a "$TASK_DIR/data" "$TASK_DIR/data/odd.txt"; '
+             'if [ -f "$TASK_DIR/blob.bin" ]; then od -An -tx1 "$TASK_DIR/blob.bin" | tr -d " \\n"; fi\n')
+    user = DesktopUser("alice", guest.home("alice"))
+    text_task = make_task(tmp_path, check, {"data/odd.txt": odd})
+    shell = CountingShell()
+    assert run_privileged(shell, text_task, "verify", user, "verify").stdout == odd + "\n700\n600\n"
+    assert "base64" not in shell.commands[0] and "tar " not in shell.commands[0]
+
+    (text_task.folder / "blob.bin").write_bytes(b"\x00\xff\x01")
+    shell = CountingShell()
+    assert run_privileged(shell, text_task, "verify", user, "verify").stdout == odd + "\n700\n600\n00ff01"
+    assert "base64 -d" in shell.commands[0]
+    assert not Path(guest.admin_task_dir).exists()

@@ -155,3 +155,14 @@ def test_no_standby_without_more_work_without_spares_or_when_turned_off(tmp_path
             h._queue.put(("task", 1))
         h._prepare_standby(0)
         assert h._standbys.take(0, threading.Event()) == (None, 0.0)
+
+
+def test_a_slots_last_vm_is_torn_down_when_the_next_agent_starts_or_the_run_drains(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness_module, "EpisodeVM", RecordingEpisodeVm)
+    h = make_harness(tmp_path, ())
+    last, other = FakeVm("cu-last-0"), FakeVm("cu-last-1")
+    h._last_vm[0], h._last_vm[1] = (last, tmp_path), (other, tmp_path)
+    h._agent_starts(0)  # slot 0's next episode reached its agent
+    assert list(h._last_vm) == [1]  # slot 1's waits on
+    h.drain(timeout=10)
+    assert last.done == ["teardown"] and other.done == ["teardown"] and h._last_vm == {}
