@@ -39,6 +39,7 @@ from runner.images.warming import warm_image
 from runner.runs.admission import admit, available_mib
 from runner.runs.harness import Harness, PoolConfig
 from runner.runs.provenance import host_facts
+from runner.runs.standby import leaves_a_core
 from runner.session import new_run_id, resolve_accel
 from runner.tasks.model import load_suite
 
@@ -209,6 +210,7 @@ class HostService:
         folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
         pool = PoolConfig(image=image, accel=accel, vm_pool=slots, run_id=new_run_id(), toolsets=order.tools,
                           max_steps=order.max_steps, warm=start.slots, spare_warm=start.spares,
+                          standby=leaves_a_core(slots),
                           suite_rules=suite.safety, record=order.record,
                           mcp_server=ExternalServer(order.mcp_server, order.mcp_server_url)
                           if order.mcp_server or order.mcp_server_url else None)

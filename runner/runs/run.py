@@ -8,7 +8,6 @@ run resumes with --resume and redoes only what has no result.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -33,6 +32,7 @@ from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.admission import Admission, admit, available_mib
+from runner.runs.standby import leaves_a_core
 from runner.runs.provenance import host_facts, runner_facts
 from runner.runs.report import write_reports
 from runner.tasks.lint import lint_task_scripts
@@ -211,8 +211,7 @@ def begin_local(settings: Settings, request: RunRequest, plan: RunPlan, machine:
                       # A spare's VM runs beside the pool's (a teardown's overlap, a standby): only
                       # as many as the host's memory holds besides.
                       spare_warm=machine.start.spares[:admission.room_beside],
-                      # A standby's start and warm-up need a core the pool leaves free (docs/performance.md).
-                      standby=request.standby and machine.vm_pool < (os.cpu_count() or 1),
+                      standby=request.standby and leaves_a_core(machine.vm_pool),
                       suite_rules=plan.suite.safety, record=request.record,
                       mcp_server=external_server(request, plan.agent))
     harness = Harness(machine.host, settings, pool, plan.agent, plan.out_dir,

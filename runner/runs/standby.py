@@ -15,6 +15,7 @@ have without one. One left unused when the slot has no more work is torn down.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,12 @@ from runner.errors import InfraError
 from runner.scoring.blame import describe
 
 log = logging.getLogger(__name__)
+
+
+def leaves_a_core(vm_pool: int) -> bool:
+    """Whether a pool of VM_POOL leaves a core for standbys: each TCG vCPU wants a core, and at
+    pool 2 on 2 cores standbys slowed the run (docs/performance.md)."""
+    return vm_pool < (os.cpu_count() or 1)
 
 
 @dataclass

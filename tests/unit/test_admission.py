@@ -22,3 +22,11 @@ def test_memavailable_is_read(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20480000 kB\n")
     assert available_mib(meminfo) == 20000
+
+
+def test_spare_vms_get_only_the_room_left_beside_the_pool():
+    available = HOST_RESERVE_MIB + 3 * per_vm_mib(1024, "tcg") + 100
+    assert admit(1, 1024, "tcg", available).room_beside == 2
+    assert admit(3, 1024, "tcg", available).room_beside == 0
+    assert admit(8, 1024, "tcg", available).room_beside == 0  # capped at 3: none beside
+    assert admit(1, 1024, "tcg", 500).room_beside == 0  # one VM admitted regardless, none beside

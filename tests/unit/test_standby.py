@@ -166,3 +166,12 @@ def test_a_slots_last_vm_is_torn_down_when_the_next_agent_starts_or_the_run_drai
     assert list(h._last_vm) == [1]  # slot 1's waits on
     h.drain(timeout=10)
     assert last.done == ["teardown"] and other.done == ["teardown"] and h._last_vm == {}
+
+
+def test_standbys_only_when_the_pool_leaves_a_core(monkeypatch):
+    from runner.runs import standby
+
+    monkeypatch.setattr(standby.os, "cpu_count", lambda: 2)
+    assert standby.leaves_a_core(1) and not standby.leaves_a_core(2)
+    monkeypatch.setattr(standby.os, "cpu_count", lambda: None)
+    assert not standby.leaves_a_core(1)
