@@ -139,21 +139,18 @@ class LinuxProfile(GuestProfile):
         q = shlex.quote(folder)
         everything = {**files, RUN_FILE: script.encode()}
         folders = sorted({posixpath.dirname(p) for p in everything} - {""})
-        made = "".join(f" {shlex.quote(f'{folder}/{d}')}" for d in folders)
+        made = q + "".join(f" {shlex.quote(f'{folder}/{d}')}" for d in folders)
         text = _as_text(everything)
         if text is not None:
-            writes = "".join(f"printf %s {shlex.quote(content)} > {shlex.quote(f'{folder}/{path}')} && "
-                             for path, content in sorted(text.items()))
-            staging = (f"umask 077; {{ mkdir -m 0700 {q}{made} 2>/dev/null || "
-                       f"{{ rm -rf {q} && mkdir -m 0700 {q}{made}; }}; }} && {writes}true || "
-                       f"{{ echo {shlex.quote(STAGING_FAILED)} >&2; exit {STAGING_FAILED_EXIT}; }}\n")
+            fill = "".join(f"printf %s {shlex.quote(content)} > {shlex.quote(f'{folder}/{path}')} && "
+                           for path, content in sorted(text.items())) + "true"
+            trailer = ""
         else:
-            archive = base64.encodebytes(_tar(everything)).decode()
-            staging = (f"umask 077; {{ mkdir -m 0700 {q} 2>/dev/null || {{ rm -rf {q} && mkdir -m 0700 {q}; }}; }} && "
-                       f"base64 -d <<'{_END_OF_FILES}' | tar -xf - --no-same-owner -C {q} || "
-                       f"{{ echo {shlex.quote(STAGING_FAILED)} >&2; exit {STAGING_FAILED_EXIT}; }}\n"
-                       f"{archive}{_END_OF_FILES}\n")
-        return staging + f"( . {q}/{RUN_FILE} ) </dev/null\nrc=$?\nrm -rf {q}\nexit $rc\n"
+            fill = f"base64 -d <<'{_END_OF_FILES}' | tar -xf - --no-same-owner -C {q}"
+            trailer = base64.encodebytes(_tar(everything)).decode() + _END_OF_FILES + "\n"
+        return (f"umask 077; {{ mkdir -m 0700 {made} 2>/dev/null || {{ rm -rf {q} && mkdir -m 0700 {made}; }}; }} && "
+                f"{fill} || {{ echo {shlex.quote(STAGING_FAILED)} >&2; exit {STAGING_FAILED_EXIT}; }}\n{trailer}"
+                f"( . {q}/{RUN_FILE} ) </dev/null\nrc=$?\nrm -rf {q}\nexit $rc\n")
 
     def staged_path(self, folder: str, relative: str) -> str:
         return f"{folder}/{relative}"
@@ -177,7 +174,7 @@ class LinuxProfile(GuestProfile):
         # Running each once, on nothing, pays that before the episode begins.
         folder = "/root/.cu-run-warm-up"
         return (f"( {self.staged_run_script(folder, {'warm-up': b'x'}, 'true')} ) >/dev/null\n"
-                + self.list_script((folder,)).replace("exec ", "", 1).rstrip() + " >/dev/null\n")
+                f"( {self.list_script((folder,))} ) >/dev/null\n")
 
     # -- the write set
 
@@ -337,6 +334,8 @@ def digest(path, size):
     return h.hexdigest()
 
 def add(path):
+    # None: the entry cap is reached; "": nothing listed (seen, or gone); else the kind,
+    # "x" for a folder on another filesystem (listed, not entered).
     global truncated
     if path in seen:  # roots that overlap
         return ""
