@@ -249,7 +249,8 @@ class Harness:
         ep_dir.mkdir(mode=0o700)
         t0 = time.monotonic()
         state = EpisodeState()
-        self._set(slot, task, trial, "standby")
+        if self._standbys.has(slot):
+            self._set(slot, task, trial, "standby")
         vm, waited = self._standbys.take(slot, self._stop)
         if vm is not None:
             vm.artifacts = ep_dir
@@ -260,9 +261,7 @@ class Harness:
             self._tear_down_last(slot)  # it may hold the warm state this start needs
             warm, warm_lock = self._claim_warm(slot)
             self._set(slot, task, trial, "restore" if warm else "boot")
-            vm = EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                           options=EpisodeOptions(accel=self.pool.accel), artifacts=ep_dir, warm=warm,
-                           warm_lock=warm_lock)
+            vm = self._new_vm(slot, warm, warm_lock, artifacts=ep_dir)
         self._active[slot] = vm
         try:
             if not vm.started:
@@ -567,11 +566,16 @@ class Harness:
             free = self._free_warm(slot)
             if free is None:
                 return None
-            warm, lock = free
-            return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                             options=EpisodeOptions(accel=self.pool.accel), warm=warm, warm_lock=lock)
+            return self._new_vm(slot, *free)
 
         self._standbys.prepare(slot, make)
+
+    def _new_vm(self, slot: int, warm: WarmSlot | None, warm_lock: SlotLock | None,
+                artifacts: Path | None = None) -> EpisodeVM:
+        """An (unstarted) VM of this pool's for SLOT; ARTIFACTS: its episode's folder, once known."""
+        return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
+                         options=EpisodeOptions(accel=self.pool.accel), artifacts=artifacts, warm=warm,
+                         warm_lock=warm_lock)
 
     def _teardown_later(self, vm: EpisodeVM, ep_dir: Path) -> None:
         """Tears VM down in the background, so the slot's next episode need not wait for it. A
