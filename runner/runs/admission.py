@@ -32,7 +32,7 @@ class Admission:
     @property
     def room_beside(self) -> int:
         """VMs the host could hold beyond the admitted pool: for spare and standby VMs."""
-        return max(0, (self.available_mib - HOST_RESERVE_MIB) // self.per_vm_mib - self.admitted)
+        return max(0, _fitting(self.per_vm_mib, self.available_mib) - self.admitted)
 
     def notice(self, image: str) -> str:
         return (f"--vm-pool {self.asked} capped at {self.admitted}: a {image} VM may need {self.per_vm_mib} MiB and "
@@ -53,7 +53,12 @@ def available_mib(meminfo: Path = Path("/proc/meminfo")) -> int:
 
 
 def vms_that_fit(memory_mib: int, accel: str, available: int) -> int:
-    return max(0, (available - HOST_RESERVE_MIB) // per_vm_mib(memory_mib, accel))
+    return _fitting(per_vm_mib(memory_mib, accel), available)
+
+
+def _fitting(per_vm: int, available: int) -> int:
+    """VMs of PER_VM MiB each that AVAILABLE MiB holds, less the host's reserve."""
+    return max(0, (available - HOST_RESERVE_MIB) // per_vm)
 
 
 def admit(asked: int, memory_mib: int, accel: str, available: int) -> Admission:
