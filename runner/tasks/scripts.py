@@ -85,7 +85,7 @@ def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, roots:
     """hand_home_to_user(), then the write-set listing of ROOTS, in one guest command where the
     profile can chain them (writeset.step_then_list)."""
     chained = step_then_list(admin, task.guest, task.guest.hand_home_script(user),
-                             f"handing {user.home} to {user.name}", ADMIN_STEP_TIMEOUT, roots)
+                             _hand_home_what(user), ADMIN_STEP_TIMEOUT, roots)
     if chained is None:
         hand_home_to_user(admin, task, user)
         return take_listing(admin, task.guest, roots)
