@@ -87,7 +87,7 @@ class Standbys:
         except InfraError as exc:
             log.warning("slot %d: the standby VM %s is no longer ready (%s); starting one now", slot,
                         standby.vm.name, exc.message)
-            standby.vm.teardown()
+            _discard(standby)
             return None, waited
         return standby.vm, waited
 
@@ -130,8 +130,10 @@ def _make(standby: Standby) -> None:
 
 
 def _discard(standby: Standby) -> None:
+    """Tears a standby down once made (one that failed to start tore itself down); a step that
+    fails is logged, and gc collects what it left."""
     standby.made.wait()
     if standby.error is None:
         failed = standby.vm.teardown()
         for what in failed:
-            log.warning("tearing down the unused standby %s: %s", standby.vm.name, what)
+            log.warning("tearing down the standby %s: %s", standby.vm.name, what)
