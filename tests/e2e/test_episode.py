@@ -11,6 +11,7 @@ from vmtools import guest_file, wait_focused, wait_for
 from runner.errors import CommandTimeout
 from runner.guest.qga import QemuAgentShell
 from runner.images.catalog import sha256_file
+from runner.display.keys import keysym
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
 from runner.profiles import get_profile
@@ -51,6 +52,21 @@ def test_typed_command_in_the_terminal_reaches_the_guest(episode):
     wait_focused(episode, "XTerm")
     episode.display.type("echo hello-cu > /tmp/typed\n")
     assert guest_file(episode, "/tmp/typed") == "hello-cu\n"
+
+
+def test_a_key_released_late_types_once(episode):
+    """Under load a key's release can reach the guest late. With X's autorepeat on, the guest
+    would type the key again and again until it came: letters the agent typed once."""
+    episode.shell.run("rm -f /tmp/held", timeout=10)
+    episode.display.click(*TERMINAL_POINT)
+    wait_focused(episode, "XTerm")
+    episode.display.type("echo ")
+    held = keysym("x")
+    episode.display._call("keysymEvent", held, True)  # the Display API has no separate down and up
+    time.sleep(1.5)  # the release comes late: past X's autorepeat delay (660 ms by default)
+    episode.display._call("keysymEvent", held, False)
+    episode.display.type(" > /tmp/held\n")
+    assert guest_file(episode, "/tmp/held") == "x\n"
 
 
 def test_screenshot_shows_the_desktop_at_its_size(episode, linux_image):

@@ -189,7 +189,9 @@ async def until_window(client, holds):
 
 
 async def main():
-    http = httpx2.AsyncClient(headers={"authorization": "Bearer " + os.environ["CU_RUN_MCP_TOKEN"]})
+    # A tool call can take seconds under TCG (the first window list runs python cold in the
+    # guest); httpx's 5 s default would fail the agent, not the tool. MCP's own client waits 30 s.
+    http = httpx2.AsyncClient(headers={"authorization": "Bearer " + os.environ["CU_RUN_MCP_TOKEN"]}, timeout=60)
     async with Client(streamable_http_client(os.environ["CU_RUN_MCP_URL"], http_client=http)) as client:
         await call(client, "computer_use_mouse_click", {"x": 200, "y": 150})
         await until_window(client, lambda w: w["app"] == "XTerm" and w["focused"])
