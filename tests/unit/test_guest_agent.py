@@ -1,4 +1,4 @@
-"""The guest agent: its X property parsing (from recorded xprop/xwininfo output), and the
+"""The guest agent: how it reads X properties into its window records, and the
 host side's handling of what it answers, through the MCP tools."""
 
 import importlib.util
@@ -20,65 +20,55 @@ spec = importlib.util.spec_from_file_location("cu_guest_agent", AGENT_PATH)
 agent_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(agent_module)
 
-# Recorded from the linux-test guest (xprop 1.2.5, jwm) with mousepad open.
-XPROP_ROOT = ("_NET_CLIENT_LIST(WINDOW): window id # 0x60000c, 0x800002\n"
-              "_NET_ACTIVE_WINDOW(WINDOW): window id # 0x800002\n")
-XPROP_XTERM = ('_NET_WM_NAME:  not found.\n'
-               'WM_NAME(STRING) = "cu@cu-guest: ~"\n'
-               'WM_CLASS(STRING) = "xterm", "XTerm"\n'
-               '_NET_WM_PID(CARDINAL) = 298\n'
-               '_NET_WM_STATE(ATOM) = \n')
-XPROP_MOUSEPAD = ('_NET_WM_NAME(UTF8_STRING) = "notes \\"draft\\" – Mousepad"\n'
-                  'WM_NAME(STRING) = "notes - Mousepad"\n'
-                  'WM_CLASS(STRING) = "mousepad", "Mousepad"\n'
-                  '_NET_WM_PID(CARDINAL) = 334\n'
-                  '_NET_WM_STATE(ATOM) = _NET_WM_STATE_FOCUSED, _NET_WM_STATE_HIDDEN\n')
-XWININFO = """
-xwininfo: Window id: 0x800002 "Untitled 1 - Mousepad"
-
-  Absolute upper-left X:  33
-  Absolute upper-left Y:  51
-  Relative upper-left X:  5
-  Relative upper-left Y:  23
-  Width: 640
-  Height: 480
-  Depth: 24
-  Map State: IsViewable
-"""
+ATOMS = {301: "_NET_WM_STATE_FOCUSED", 302: "_NET_WM_STATE_HIDDEN"}
 
 
-def test_window_ids_are_read_from_the_root_properties():
-    lines = XPROP_ROOT.splitlines()
-    assert agent_module.parse_window_ids(lines[0]) == ["0x60000c", "0x800002"]
-    assert agent_module.parse_window_ids(lines[1]) == ["0x800002"]
-    assert agent_module.parse_window_ids("_NET_ACTIVE_WINDOW:  not found.") == []
+def strings(kind: str, fmt: int, value) -> list[str]:
+    return agent_module.property_strings(kind, fmt, value, ATOMS.__getitem__)
 
 
-def test_properties_unquote_strings_and_skip_unset_ones():
-    xterm = agent_module.parse_properties(XPROP_XTERM)
-    assert "_NET_WM_NAME" not in xterm
-    assert xterm["WM_CLASS"] == ["xterm", "XTerm"] and xterm["_NET_WM_PID"] == ["298"]
-    assert xterm["_NET_WM_STATE"] == []
-    mousepad = agent_module.parse_properties(XPROP_MOUSEPAD)
-    assert mousepad["_NET_WM_NAME"] == ['notes "draft" – Mousepad']
-    assert mousepad["_NET_WM_STATE"] == ["_NET_WM_STATE_FOCUSED", "_NET_WM_STATE_HIDDEN"]
+def test_text_properties_split_at_their_nuls_in_their_encoding():
+    assert strings("STRING", 8, b"xterm\0XTerm\0") == ["xterm", "XTerm"]  # WM_CLASS: instance, class
+    assert strings("STRING", 8, b"caf\xe9") == ["caf\xe9"]  # STRING is Latin-1
+    assert strings("UTF8_STRING", 8, 'notes "draft" \u2013 Mousepad'.encode()) == ['notes "draft" \u2013 Mousepad']
+    assert strings("UTF8_STRING", 8, b"") == []
+
+
+def test_atoms_are_named_and_numbers_kept():
+    assert strings("ATOM", 32, [301, 302]) == ["_NET_WM_STATE_FOCUSED", "_NET_WM_STATE_HIDDEN"]
+    assert strings("ATOM", 32, []) == []
+    assert strings("CARDINAL", 32, [334]) == ["334"]
+    assert strings("WINDOW", 32, [0x60000C, 0x800002]) == [str(0x60000C), str(0x800002)]
 
 
 def test_window_record_prefers_the_utf8_title_and_marks_the_active_window():
-    geometry = agent_module.parse_geometry(XWININFO)
-    assert geometry == {"x": 33, "y": 51, "width": 640, "height": 480}
-    mousepad = agent_module.window_record("0x800002", agent_module.parse_properties(XPROP_MOUSEPAD), geometry,
-                                          active="0x0800002")
-    assert mousepad["title"] == 'notes "draft" – Mousepad' and mousepad["app"] == "Mousepad"
+    geometry = {"x": 33, "y": 51, "width": 640, "height": 480}
+    mousepad_props = {"_NET_WM_NAME": strings("UTF8_STRING", 8, 'notes "draft" \u2013 Mousepad'.encode()),
+                      "WM_NAME": ["notes - Mousepad"], "WM_CLASS": ["mousepad", "Mousepad"],
+                      "_NET_WM_PID": ["334"], "_NET_WM_STATE": strings("ATOM", 32, [301, 302])}
+    mousepad = agent_module.window_record("0x800002", mousepad_props, geometry, active="0x0800002")
+    assert mousepad["title"] == 'notes "draft" \u2013 Mousepad' and mousepad["app"] == "Mousepad"
     assert mousepad["focused"] and mousepad["minimized"] and mousepad["pid"] == 334
-    xterm = agent_module.window_record("0x60000c", agent_module.parse_properties(XPROP_XTERM), geometry,
-                                       active="0x800002")
+    xterm_props = {"WM_NAME": ["cu@cu-guest: ~"], "WM_CLASS": ["xterm", "XTerm"], "_NET_WM_STATE": []}
+    xterm = agent_module.window_record("0x60000c", xterm_props, geometry, active="0x800002")
     assert xterm["title"] == "cu@cu-guest: ~" and not xterm["focused"] and not xterm["minimized"]
+    assert xterm["pid"] is None and xterm["geometry"] == geometry
 
 
-def test_geometry_missing_is_an_agent_error():
-    with pytest.raises(agent_module.AgentError):
-        agent_module.parse_geometry("xwininfo: error: no such window")
+def test_without_an_x_server_the_window_list_is_an_agent_error(monkeypatch):
+    monkeypatch.setenv("DISPLAY", ":97")  # no X server listens there
+    with pytest.raises(agent_module.AgentError, match="cannot (open the X display|load libX11)"):
+        agent_module.list_windows()
+
+
+def test_arguments_are_read_as_the_usage_says():
+    assert agent_module.parse_args(["windows"]) == ("windows", {})
+    assert agent_module.parse_args(["tree", "--app", "mousepad", "--max-nodes", "9"]) == \
+        ("tree", {"app": "mousepad", "max_depth": 20, "max_nodes": 9})
+    for wrong in ([], ["look"], ["windows", "--app", "x"], ["tree", "--max-depth"], ["tree", "--max-depth", "x"],
+                  ["tree", "--colour", "red"]):
+        with pytest.raises(agent_module.AgentError, match="usage: cu-guest-agent"):
+            agent_module.parse_args(wrong)
 
 
 def test_the_real_agent_answers_ping_and_refuses_without_a_display(tmp_path):
