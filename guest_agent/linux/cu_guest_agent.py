@@ -87,6 +87,7 @@ class _XDisplay:
             raise AgentError(f"cannot open the X display {os.environ.get('DISPLAY')!r}")
         self.root = lib.XDefaultRootWindow(self._dpy)
         self._atoms: dict[str, int] = {}
+        self._names: dict[int, str] = {}  # every property read asks its type's name
 
     def close(self) -> None:
         self._lib.XCloseDisplay(self._dpy)
@@ -98,13 +99,15 @@ class _XDisplay:
         return self._atoms[name]
 
     def atom_name(self, atom: int) -> str:
-        pointer = self._lib.XGetAtomName(self._dpy, atom)
-        if not pointer:
-            return ""
-        try:
-            return ctypes.string_at(pointer).decode("utf-8", "replace")
-        finally:
-            self._lib.XFree(pointer)
+        if atom not in self._names:
+            pointer = self._lib.XGetAtomName(self._dpy, atom)
+            if not pointer:
+                return ""
+            try:
+                self._names[atom] = ctypes.string_at(pointer).decode("utf-8", "replace")
+            finally:
+                self._lib.XFree(pointer)
+        return self._names[atom]
 
     def property(self, window: int, name: str) -> tuple[str, int, bytes | list[int]] | None:
         """WINDOW's property NAME: its type's name, its format and its value (bytes for format
@@ -183,19 +186,19 @@ def window_record(window_id: str, props: dict[str, list[str]], geometry: dict[st
 def list_windows() -> list[dict]:
     x = _XDisplay()
     try:
-        def strings(window: int, name: str) -> list[str] | None:
-            found = x.property(window, name)
-            return None if found is None else property_strings(*found, x.atom_name)
+        def windows_in(name: str) -> list[int]:  # a root property that lists windows (0: none)
+            found = x.property(x.root, name)
+            return [w for w in found[2] if w] if found and found[1] == 32 else []
 
-        clients = [int(w) for w in strings(x.root, "_NET_CLIENT_LIST") or []]
-        active = [int(w) for w in strings(x.root, "_NET_ACTIVE_WINDOW") or [] if int(w)]
+        active = next((hex(w) for w in windows_in("_NET_ACTIVE_WINDOW")), None)
         windows = []
-        for window in clients:
+        for window in windows_in("_NET_CLIENT_LIST"):
             geometry = x.geometry(window)
             if geometry is None:
                 continue  # the window closed while we looked
-            props = {name: value for name in WINDOW_PROPERTIES if (value := strings(window, name)) is not None}
-            windows.append(window_record(hex(window), props, geometry, hex(active[0]) if active else None))
+            props = {name: property_strings(*found, x.atom_name) for name in WINDOW_PROPERTIES
+                     if (found := x.property(window, name)) is not None}
+            windows.append(window_record(hex(window), props, geometry, active))
         return windows
     finally:
         x.close()
