@@ -688,15 +688,18 @@ def tasks_select(
 @tasks_app.command("lint")
 def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
     """Check every task: schema, scripts present, every .sh passes sh -n, every .ps1 parses."""
-    from runner.tasks.lint import lint_suite
+    from runner.tasks.lint import errors, lint_suite
 
     checked, problems = lint_suite(suite)
     for p in problems:
-        con.print(f"[red]{escape(str(p.path))}[/]: {escape(p.message)}", highlight=False)
-    if problems:
-        con.print(f"{len(problems)} problems in {checked} tasks")
+        colour = "red" if p.severity == "error" else "yellow"
+        con.print(f"[{colour}]{escape(str(p.path))}[/]: {p.severity}: {escape(p.message)}", highlight=False)
+    failed = errors(problems)
+    warned = len(problems) - len(failed)
+    if failed:
+        con.print(f"{len(failed)} errors and {warned} warnings in {checked} tasks")
         raise typer.Exit(1)
-    con.print(f"{checked} tasks, no problems")
+    con.print(f"{checked} tasks, no errors" + (f", {warned} warnings" if warned else ""))
 
 
 @study_app.command("run")

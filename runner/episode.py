@@ -25,7 +25,7 @@ from pathlib import Path
 from runner.images.catalog import Image
 from runner.config import Settings, free_bytes
 from runner.display.base import Display
-from runner.errors import GuestUnreachable, HostFault, InfraError, UsageError
+from runner.errors import GuestStopped, GuestUnreachable, HostFault, InfraError, UsageError
 from runner.guest.base import GuestShell
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
 from runner.hypervisor.host import Host
@@ -118,6 +118,7 @@ class EpisodeVM:
         self._domain_xml = ""
         self._undo: list[tuple[str, Callable[[], object]]] = []
         self._started = False
+        self.guest_stop: str | None = None  # set when the host saw the guest power itself off or reset
         self.endpoints: Endpoints | None = None
         # Fresh for every episode, set in the domain and handed only to what the run connects.
         self.vnc_password = new_vnc_password()
@@ -363,16 +364,32 @@ class EpisodeVM:
             time.sleep(0.5)
 
     def check_alive(self) -> None:
-        """Raises InfraError when the host sees the VM broken: QEMU gone or stopped, libvirt gone."""
+        """Raises HostFault when the host sees the VM broken (QEMU gone or stopped, libvirt gone),
+        GuestStopped when the guest powered itself off or reset."""
         fault = self.host_fault()
         if fault is not None:
             raise HostFault(fault, fix=f"see the serial log {self.serial_log}")
+        if self.guest_stop is not None:
+            raise GuestStopped(self.guest_stop, fix=f"see the serial log {self.serial_log}")
 
-    def host_fault(self) -> str | None:
+    def host_fault(self, settle: float = 0.0) -> str | None:
         """What the host itself can see is wrong with this VM, or None. Only such faults are the
-        infrastructure's once the agent has run: nothing inside the guest can cause them."""
+        infrastructure's once the agent has run: nothing inside the guest can cause them.
+
+        A VM that is gone because the guest shut itself down or reset is not one: the host's
+        lifecycle events tell the two apart, and guest_stop then says what happened. SETTLE: how
+        long a VM still running may take to stop (after an error, QEMU may be on its way out)."""
         try:
-            if not self.host.is_running(self.name):
+            cause = None
+            if self.host.is_running(self.name):
+                cause = self.host.stop_cause(self.name, wait=settle) if settle > 0 else None
+            else:
+                cause = self.host.stop_cause(self.name) or "host"
+            if cause == "guest":
+                self.guest_stop = (f"VM {self.name} stopped from inside the guest: it powered itself off or "
+                                   "reset (a shutdown, reboot or SysRq from within)")
+                return None
+            if cause == "host":
                 return f"VM {self.name} is not running any more (QEMU exited or was killed)"
             if self.host.qemu_stopped(self.name):
                 return f"VM {self.name}'s QEMU is stopped (SIGSTOP): the guest is frozen"

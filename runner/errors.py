@@ -34,6 +34,11 @@ class HostFault(InfraError):
     """What the host itself sees wrong with a VM (QEMU gone or stopped, libvirt gone): never the agent's."""
 
 
+class GuestStopped(InfraError):
+    """The guest powered itself off or reset (the host saw its shutdown come from inside): the
+    infrastructure's only before the agent acted, the agent's doing after (runner.scoring.blame)."""
+
+
 class GuestUnreachable(InfraError):
     """The guest's shell or screen did not answer (VM dead, port closed, auth refused)."""
 

@@ -19,14 +19,51 @@ def settings() -> Settings:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--slow", action="store_true",
-                     help="also run the tests marked slow, which CI leaves out for time (docs/testing.md)")
+    parser.addoption("--full", action="store_true",
+                     help="also run the full tier: the tests marked full, which the default tier leaves out for "
+                          "time (docs/testing.md)")
 
 
 def pytest_collection_modifyitems(config, items):
-    run_slow = config.getoption("--slow")
+    """The tiers and the order: unit tests first, then the tests that boot VMs; the full tier's
+    tests only with --full."""
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-        if "slow" in item.keywords and not run_slow:
-            item.add_marker(pytest.mark.skip(reason="slow: past CI's time budget; run with --slow"))
+    if not config.getoption("--full"):
+        left_out = [item for item in items if "full" in item.keywords]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if "full" not in item.keywords]
+            config._cu_run_left_out = len(left_out)
+    # Stable: within each group the collection order stays.
+    items.sort(key=lambda item: "e2e" in item.keywords)
+
+
+def pytest_report_header(config):
+    return "tier: full (every test)" if config.getoption("--full") else \
+        "tier: default (the full tier's tests are left out; add --full for them)"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left_out = getattr(config, "_cu_run_left_out", 0)
+    if left_out:
+        terminalreporter.write_line(f"{left_out} tests of the full tier were left out: run them with --full")
+
+
+# Fast feedback: a unit test that fails stops the run before the first VM boots.
+_UNIT_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and "e2e" not in item.keywords:
+        item.config.stash[_UNIT_FAILED] = True
+    return report
+
+
+def pytest_runtest_setup(item):
+    if "e2e" in item.keywords and item.config.stash.get(_UNIT_FAILED, False):
+        pytest.exit("a unit test failed, so no VM is booted: fix it first (or run the e2e tests alone: -m e2e)",
+                    returncode=1)

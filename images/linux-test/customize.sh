@@ -10,9 +10,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -f "$root/etc/resolv.conf"  # mmdebstrap leaves the build host's; the guest must not inherit it
 cp -a "$here/rootfs/." "$root/"
 
-# The desktop user, unprivileged: no sudo, since the agent gets whatever it can do. Its
-# password only matters for a screen locker; logins are by key.
-chroot "$root" useradd -m -s /bin/bash -G video,input,audio cu
+# The desktop user, unprivileged: no sudo, since the agent gets whatever it can do. No groups
+# either: Xorg runs as root and opens the input and video devices itself, and a user in
+# `input` could write key events (the power key, SysRq) straight to the kernel. Its password
+# only matters for a screen locker; logins are by key.
+chroot "$root" useradd -m -s /bin/bash cu
 cp -n "$root"/etc/skel/.[!.]* "$root/home/cu/"  # rootfs/ made the home first, so useradd skipped skel
 echo 'cu:cu' | chroot "$root" chpasswd
 chroot "$root" chown -R cu:cu /home/cu
@@ -36,6 +38,8 @@ chroot "$root" systemctl enable cu-net ssh >/dev/null 2>&1
 # logind starts one for the runner's first privileged command after each restore, which
 # costs seconds under TCG.
 install -d "$root/var/lib/systemd/linger" && touch "$root/var/lib/systemd/linger/root"
+# Ctrl+Alt+Del on the console would reboot the guest.
+chroot "$root" systemctl mask ctrl-alt-del.target >/dev/null 2>&1
 # Each of these costs seconds of a TCG boot and does nothing for a throwaway guest.
 chroot "$root" systemctl mask systemd-networkd.service systemd-networkd-wait-online.service \
     e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \

@@ -8,7 +8,7 @@ with the fix, except where a method says otherwise.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from runner.display.base import Display
 from runner.hypervisor.libvirt_host import DomainInfo
@@ -48,6 +48,11 @@ class Host(Protocol):
 
     def qemu_stopped(self, name: str) -> bool:
         """Whether NAME's emulator is stopped (a hung guest the host can see)."""
+
+    def stop_cause(self, name: str, wait: float = ...) -> Literal["guest", "host"] | None:
+        """Who ended NAME's latest run, once it is not running: "guest" when the guest powered
+        itself off or reset, "host" for anything else (destroyed, QEMU killed or crashed); None
+        when the host cannot tell within WAIT seconds."""
 
     def cu_domains(self) -> list[DomainInfo]:
         """Every domain of cu-run's on this host, with its episode tag: what gc judges."""

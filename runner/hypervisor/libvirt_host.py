@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import libvirt
 import libvirt_qemu
@@ -34,6 +34,44 @@ T = TypeVar("T")
 # libvirt prints every error to stderr by default; they are raised as exceptions anyway.
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 
+StopCause = Literal["guest", "host"]
+STOP_EVENT_WAIT = 5.0  # a stopped domain's events reach us within milliseconds; a loaded host, seconds
+_event_loop_lock = threading.Lock()
+_event_loop_running = False
+
+
+def _run_event_loop() -> None:
+    """libvirt's own event loop, in a daemon thread: it delivers the domain lifecycle events,
+    which say who stopped a domain. Registered once per process, before the first connection."""
+    global _event_loop_running
+    with _event_loop_lock:
+        if _event_loop_running:
+            return
+        libvirt.virEventRegisterDefaultImpl()
+
+        def loop() -> None:
+            while True:
+                try:
+                    libvirt.virEventRunDefaultImpl()
+                except libvirt.libvirtError as exc:  # a broken iteration must not end the loop
+                    log.debug("libvirt event loop: %s", exc)
+                    time.sleep(0.1)
+
+        threading.Thread(target=loop, name="libvirt-events", daemon=True).start()
+        _event_loop_running = True
+
+
+@dataclass
+class _Lifecycle:
+    """What libvirt said of one domain name: how many times it started, and how its latest run
+    ended (None while it runs). A name is reused (a warm slot's domain), so an end counts only
+    once the start that our own call made has been seen."""
+
+    starts_made: int = 0  # by our start() and restore()
+    starts_seen: int = 0  # STARTED events
+    shutdown_by: int | None = None  # the SHUTDOWN event's detail since the last start (guest, host)
+    stopped: int | None = None  # the STOPPED event's detail since the last start
+
 
 @dataclass(frozen=True)
 class DomainInfo:
@@ -47,17 +85,62 @@ class LibvirtHost:
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self._lock = threading.Lock()
+        self._events = threading.Condition()
+        self._lifecycles: dict[str, _Lifecycle] = {}
+        _run_event_loop()
         self._conn = self._open()
 
     def _open(self) -> libvirt.virConnect:
         try:
-            return libvirt.open(self.uri)
+            conn = libvirt.open(self.uri)
         except libvirt.libvirtError as exc:
             raise InfraError(
                 f"cannot connect to libvirt at {self.uri}: {exc.get_error_message()}",
                 fix="start the daemons with scripts/setup-host.sh (libvirtd, virtlogd), "
                 "or point --libvirt-uri / CU_RUN_LIBVIRT_URI at a running one",
             ) from exc
+        try:
+            conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None)
+        except libvirt.libvirtError as exc:  # without events a stop's cause stays unknown: the host's
+            log.warning("libvirt at %s gives no lifecycle events (%s): a guest that powers itself off "
+                        "will count as the host's fault", self.uri, exc.get_error_message())
+        return conn
+
+    # -- who stopped a domain
+
+    def _on_lifecycle(self, _conn, dom, event: int, detail: int, _opaque) -> None:
+        with self._events:
+            life = self._lifecycles.setdefault(dom.name(), _Lifecycle())
+            if event == libvirt.VIR_DOMAIN_EVENT_STARTED:
+                life.starts_seen += 1
+                life.shutdown_by = life.stopped = None
+            elif event == libvirt.VIR_DOMAIN_EVENT_SHUTDOWN:
+                life.shutdown_by = detail
+            elif event == libvirt.VIR_DOMAIN_EVENT_STOPPED:
+                life.stopped = detail
+            self._events.notify_all()
+
+    def _started(self, name: str) -> None:
+        with self._events:
+            self._lifecycles.setdefault(name, _Lifecycle()).starts_made += 1
+
+    def stop_cause(self, name: str, wait: float = STOP_EVENT_WAIT) -> StopCause | None:
+        """Who ended NAME's latest run, by libvirt's lifecycle events: "guest" when the guest shut
+        itself down or reset (QEMU's shutdown event said the guest asked; a reset is a shutdown
+        since the domain's on_reboot is destroy), "host" for anything else (destroyed, QEMU
+        killed or crashed, a failure); None when no event came within WAIT seconds."""
+        deadline = time.monotonic() + wait
+        with self._events:
+            while True:
+                life = self._lifecycles.get(name)
+                if life is not None and life.starts_seen >= life.starts_made and life.stopped is not None:
+                    guest = (life.stopped == libvirt.VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN
+                             and life.shutdown_by != libvirt.VIR_DOMAIN_EVENT_SHUTDOWN_HOST)
+                    return "guest" if guest else "host"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._events.wait(left)
 
     @property
     def conn(self) -> libvirt.virConnect:
@@ -140,9 +223,11 @@ class LibvirtHost:
     def start(self, domain_xml: str) -> libvirt.virDomain:
         """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
         try:
-            return self._call(lambda c: c.createXML(domain_xml, 0))
+            dom = self._call(lambda c: c.createXML(domain_xml, 0))
         except libvirt.libvirtError as exc:
             raise InfraError(f"libvirt could not start the domain: {exc.get_error_message()}") from exc
+        self._started(dom.name())
+        return dom
 
     def restore(self, ram: Path, domain_xml: str) -> libvirt.virDomain:
         """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved;
@@ -153,6 +238,7 @@ class LibvirtHost:
         except libvirt.libvirtError as exc:
             raise InfraError(f"libvirt could not restore {ram} into {name}: {exc.get_error_message()}",
                              fix="re-warm the slot: cu-run image warm IMAGE --force") from exc
+        self._started(name)
         dom = self.lookup(name)
         if dom is None:
             raise InfraError(f"libvirt restored {ram} but domain {name} is not there")

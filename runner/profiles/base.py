@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from runner.images.catalog import Image
     from runner.guest.base import GuestShell
     from runner.guest.qga import AgentLink
-    from runner.scoring.writeset import Listing
+    from runner.scoring.writeset import Listing, Watch
 
 Phase = Literal["setup", "verify"]
 
@@ -141,13 +141,30 @@ class GuestProfile(ABC):
         exit code is the command's (FIRST's when it failed). None: this guest runs them apart."""
         return None
 
-    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str) -> str | None:
+    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str, after: str = "") -> str | None:
         """One command that stages FILES (relative path -> content) in FOLDER made afresh, runs
-        SCRIPT from there with its output and exit code as its own, then removes FOLDER; None
-        when this guest stages by copying each file (stage_script, then GuestShell.put).
+        SCRIPT from there with its output and exit code as its own, then AFTER (whatever SCRIPT
+        did, exit included), then removes FOLDER; None when this guest stages by copying each file
+        (stage_script, then GuestShell.put).
 
         Staging that fails exits STAGING_FAILED_EXIT with STAGING_FAILED on stderr."""
         return None
+
+    @abstractmethod
+    def verdict_helper(self, record: str) -> str:
+        """Defines the verdict helper for a verify, checkpoint or safety script (runner.scoring.verdict):
+        `verdict pass` / `verdict fail REASON` (PowerShell: `Verdict`) records the verdict at RECORD
+        (in the admin's staging folder) and ends the script. A fail, once recorded, stands."""
+
+    @abstractmethod
+    def verdict_trailer(self, record: str, boundary: str) -> str:
+        """For staged_run_script's AFTER: when the helper recorded a verdict, prints a line break,
+        BOUNDARY on a line of its own, then "pass", or "fail", a line break and the reason (bounded)."""
+
+    @abstractmethod
+    def verdict_read_script(self, record: str) -> str:
+        """Prints what the helper recorded ("pass", or "fail", a line break and the reason), or
+        nothing: for guests that run scripts apart from staging (staged_run_script None)."""
 
     @abstractmethod
     def hand_home_script(self, user: DesktopUser) -> str:
@@ -174,8 +191,10 @@ class GuestProfile(ABC):
     # -- the write set
 
     @abstractmethod
-    def list_script(self, roots: tuple[str, ...]) -> str:
-        """Lists everything under ROOTS, bounded (runner.scoring.writeset's limits), for parse_listing."""
+    def list_script(self, watch: Watch) -> str:
+        """Lists everything under WATCH's roots, bounded (runner.scoring.writeset's limits), for
+        parse_listing: what the guest can tell of each entry, and files hashed unless ignored,
+        over the limits, or unchanged since WATCH.since_ns."""
 
     @abstractmethod
     def parse_listing(self, output: str) -> Listing:
@@ -185,12 +204,14 @@ class GuestProfile(ABC):
 
     @abstractmethod
     def processes_script(self, user: DesktopUser) -> str:
-        """Prints the PIDs of the user's processes, whitespace-separated."""
+        """Prints the user's processes, whitespace-separated, each as PID:START (its start time in
+        the guest's own unit), so that a PID reused for another process is another process."""
 
     @abstractmethod
-    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
-        """Stops the user's processes before verification: all of them (KEEP None), or all but KEEP.
-        Prints what it did; exits non-zero when it could not."""
+    def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
+        """Stops the user's processes before verification: all of them (KEEP None), or all but KEEP
+        (processes_script's words), which must be left able to run. Prints what it did; exits
+        non-zero when it could not."""
 
     # -- the MCP file tools, confined to a root folder
 
@@ -209,6 +230,12 @@ class GuestProfile(ABC):
     def privileged_script_mistakes(self, text: str) -> list[str]:
         """What `tasks lint` says of a privileged script's text (setup, verify, a check), which runs
         as the admin: the desktop user's things named as the admin's own. None by default."""
+        return []
+
+    def verdict_warnings(self, text: str) -> list[str]:
+        """What `tasks lint` warns of a verify, checkpoint or safety script's text: verdicts printed
+        on stdout (the older contract), above all with data in the verdict line, which agent text
+        can forge (runner.scoring.verdict). None by default."""
         return []
 
     # -- conformance checks (runner.selfcheck)

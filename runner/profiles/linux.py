@@ -29,12 +29,18 @@ from runner.profiles.base import (
     ShellEndpoint,
     Shells,
 )
-from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing
+from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
 
 if TYPE_CHECKING:
     from runner.images.catalog import Image
 
+# A verdict printed on stdout (the older contract), and one that carries data: an expansion
+# after PASS/FAIL in the same echo or printf.
+_STDOUT_VERDICT = re.compile(r"\b(echo|printf)\b[^;|&]*?['\"]?\b(PASS|FAIL)\b")
+_FROM_COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[\"']?(?:\$\(|`)")
+_READ = re.compile(r"\bread\b(?:\s+-[a-z]+)*((?:\s+[A-Za-z_][A-Za-z0-9_]*)+)")
 _HOME = re.compile(r"\$HOME\b|\$\{HOME[}:]|(?<![\w/$])~/")
+AS_USER_TIMEOUT = 30  # seconds an as_user call may take during verification
 # The admin channel's whole environment (env -i): no PATH entry a user can write to.
 ADMIN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
@@ -98,12 +104,15 @@ class LinuxProfile(GuestProfile):
             as_user = f'as_user() {{ runuser -u "$DESKTOP_USER" -- {user_env} "$@"; }}\n'
         else:
             # During verification the user's files are the agent's: what they start is killed
-            # with its cgroup (cgroup.kill reaches double-forked daemons too).
+            # with its cgroup (cgroup.kill reaches double-forked daemons too), and a call ends
+            # after AS_USER_TIMEOUT seconds (exit 124), so a slow ~/.profile cannot make the
+            # verifier run past its own time.
             as_user = (
                 "as_user() {\n"
                 "    _cg=/sys/fs/cgroup/cu-run-as-user-$$\n"
                 "    mkdir -p \"$_cg\" || return 125\n"
                 "    sh -c 'echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"' as_user \"$_cg\" "
+                f"timeout -k 2 \"${{AS_USER_TIMEOUT:-{AS_USER_TIMEOUT}}}\" "
                 f"runuser -u \"$DESKTOP_USER\" -- {user_env} \"$@\"\n"
                 "    _status=$?\n"
                 "    echo 1 > \"$_cg/cgroup.kill\"\n"
@@ -130,7 +139,7 @@ class LinuxProfile(GuestProfile):
         # FIRST runs in a subshell, so an `exit` in it ends only its part.
         return f"(\n{first}\n)\nq=$?; [ $q -eq 0 ] || exit $q\necho {boundary}\n{second}"
 
-    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str) -> str:
+    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str, after: str = "") -> str:
         # Under TCG every command, file copy and program started costs (~0.3 s a command,
         # 0.05-0.15 s a program): the files travel inside the one command, and the script runs
         # in a subshell of this one. Text files are written by the shell's own printf; only
@@ -150,7 +159,32 @@ class LinuxProfile(GuestProfile):
             trailer = base64.encodebytes(_tar(everything)).decode() + _END_OF_FILES + "\n"
         return (f"umask 077; {{ mkdir -m 0700 {made} 2>/dev/null || {{ rm -rf {q} && mkdir -m 0700 {made}; }}; }} && "
                 f"{fill} || {{ echo {shlex.quote(STAGING_FAILED)} >&2; exit {STAGING_FAILED_EXIT}; }}\n{trailer}"
-                f"( . {q}/{RUN_FILE} ) </dev/null\nrc=$?\nrm -rf {q}\nexit $rc\n")
+                f"( . {q}/{RUN_FILE} ) </dev/null\nrc=$?\n{after}rm -rf {q}\nexit $rc\n")
+
+    def verdict_helper(self, record: str) -> str:
+        fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
+        # printf '%s': the reason is data, never a format or an escape sequence (dash's echo
+        # expands backslashes).
+        return (
+            "verdict() {\n"
+            "    case \"$1\" in\n"
+            f"        pass) [ $# -eq 1 ] || {{ printf 'verdict pass takes no reason\\n' >&2; exit 2; }}\n"
+            f"              [ -e {fail} ] || : > {passed} ;;\n"
+            f"        fail) shift; [ -e {fail} ] || printf '%s' \"${{*:-no reason given}}\" > {fail} ;;\n"
+            "        *) printf 'verdict: say verdict pass, or verdict fail REASON\\n' >&2; exit 2 ;;\n"
+            "    esac\n"
+            "    exit 0\n"
+            "}\n")
+
+    def verdict_trailer(self, record: str, boundary: str) -> str:
+        fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
+        return (f"if [ -e {fail} ]; then printf '\\n%s\\nfail\\n' {boundary}; head -c {MAX_RECORD} {fail}; "
+                f"elif [ -e {passed} ]; then printf '\\n%s\\npass' {boundary}; fi\n")
+
+    def verdict_read_script(self, record: str) -> str:
+        fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
+        return (f"if [ -e {fail} ]; then printf 'fail\\n'; head -c {MAX_RECORD} {fail}; "
+                f"elif [ -e {passed} ]; then printf pass; fi\n")
 
     def staged_path(self, folder: str, relative: str) -> str:
         return f"{folder}/{relative}"
@@ -174,41 +208,58 @@ class LinuxProfile(GuestProfile):
         # Running each once, on nothing, pays that before the episode begins.
         folder = "/root/.cu-run-warm-up"
         return (f"( {self.staged_run_script(folder, {'warm-up': b'x'}, 'true')} ) >/dev/null\n"
-                f"( {self.list_script((folder,))} ) >/dev/null\n")
+                f"( {self.list_script(Watch((folder,), self.default_ignore))} ) >/dev/null\n")
 
     # -- the write set
 
-    def list_script(self, roots: tuple[str, ...]) -> str:
-        args = " ".join(shlex.quote(str(a)) for a in (HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES, *roots))
+    def list_script(self, watch: Watch) -> str:
+        args = " ".join(shlex.quote(str(a)) for a in (HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES, watch.since_ns,
+                                                      len(watch.ignore), *watch.ignore, *watch.roots))
         # -S: no site module (the lister needs none), half of Python's start under TCG.
         return f"exec python3 -I -S -c {shlex.quote(_LINUX_LISTER)} {args}\n"
 
     def parse_listing(self, output: str) -> Listing:
-        """The lister's lines: KIND SIZE MTIME SHA256-or-"-" HEX-PATH, then "complete" or "truncated"."""
+        """The lister's lines (see _LINUX_LISTER), then "complete" or "truncated" and its start time.
+        Strict: the output is the guest's, so anything the lister does not print is refused."""
         lines = output.split("\n")
-        if len(lines) < 2 or lines[-1] != "" or lines[-2] not in ("complete", "truncated"):
+        last = lines[-2].split(" ") if len(lines) >= 2 else []
+        if lines[-1] != "" or len(last) != 2 or last[0] not in ("complete", "truncated") or not last[1].isdigit():
             raise InfraError("the write-set listing from the guest is not what the lister prints "
                              f"(it ends {output[-200:]!r})")
         entries: dict[str, Entry] = {}
         unhashed = []
         try:
             for line in lines[:-2]:
-                kind, size, mtime, sha, hex_path = line.split(" ")
-                path = bytes.fromhex(hex_path).decode("utf-8", "surrogateescape")
-                entries[path] = Entry(kind, int(size), "" if sha == "-" else sha, float(mtime))
+                kind, mode, uid, gid, size, mtime_ns, ctime_ns, inode, sha, hex_path, hex_target = line.split(" ")
+                if kind not in "fdlo?" or len(kind) != 1:
+                    raise ValueError(f"kind {kind!r}")
+                path = _from_hex(hex_path)
+                error = sha[1:].replace("_", " ") if sha.startswith("!") else ""
+                if kind == "?":
+                    entries[path] = Entry("?", 0, "", error=error or "could not be listed")
+                    continue
+                entries[path] = Entry(
+                    kind, int(size), sha if len(sha) == 64 else "", int(mtime_ns) / 1e9, mode=int(mode),
+                    owner=(int(uid), int(gid)), ctime_ns=int(ctime_ns), inode=int(inode),
+                    target=None if hex_target == "-" else _from_hex(hex_target), error=error)
                 if kind == "f" and sha == "-":
                     unhashed.append(path)
         except ValueError as exc:
             raise InfraError(f"the write-set listing from the guest has a line the lister does not print: {exc}; "
                              f"it begins {output[:200]!r}") from None
-        return Listing(entries, tuple(unhashed), lines[-2] == "truncated")
+        return Listing(entries, tuple(unhashed), last[0] == "truncated", int(last[1]))
 
     # -- after the agent
 
     def processes_script(self, user: DesktopUser) -> str:
-        return f"pgrep -u {shlex.quote(user.name)} || true\n"
+        # PID and start time: a PID the agent frees and gets again for a process of its own
+        # (it can spin through PIDs) is not the process that was kept.
+        return (f"for p in $(pgrep -u {shlex.quote(user.name)}); do\n"
+                "    { read -r s < \"/proc/$p/stat\"; } 2>/dev/null || continue\n"
+                "    set -- ${s##*) }; printf '%s:%s\\n' \"$p\" \"${20}\"\n"
+                "done\n")
 
-    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
+    def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
         return _freeze_script(user) if keep is None else _kill_new_script(user, keep)
 
     # -- the MCP file tools
@@ -236,10 +287,28 @@ class LinuxProfile(GuestProfile):
         Comments do not count."""
         found = []
         for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
-            if _HOME.search(code):
+            if _HOME.search(_code_of(line)):
                 found.append(f"line {number}: runs as the admin, whose home $HOME (and ~) is not the desktop "
                              "user's: use $USER_HOME")
+        return found
+
+    def verdict_warnings(self, text: str) -> list[str]:
+        # Data: what a command printed (x=$(...), read x): a file's content, a listing.
+        data = set(_FROM_COMMAND.findall(text)) | {n for names in _READ.findall(text) for n in names.split()}
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            code = _code_of(line)
+            verdict = _STDOUT_VERDICT.search(code)
+            if not verdict:
+                continue
+            shown = code[verdict.start():]
+            if "$(" in shown or "`" in shown or any(re.search(rf"\$\{{?{n}\b", shown) for n in data):
+                found.append(f"line {number}: echoes what a command printed into its verdict line: a newline in "
+                             "that text (or, under dash, a backslash escape) can forge a PASS; use verdict fail "
+                             "\"REASON\", and printf '%s' for data")
+            else:
+                found.append(f"line {number}: prints its verdict on stdout; use verdict pass / verdict fail REASON, "
+                             "which agent text cannot forge")
         return found
 
     # -- conformance checks
@@ -266,7 +335,19 @@ class LinuxProfile(GuestProfile):
         return f"cat {shlex.quote(path)} 2>/dev/null"
 
 
-RUN_FILE = ".cu-run-script"  # the prelude and the task's script, in the staged folder
+def _code_of(line: str) -> str:
+    """LINE without its comment (roughly: a # that starts a word)."""
+    if line.lstrip().startswith("#"):
+        return ""
+    return re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
+
+
+def _from_hex(text: str) -> str:
+    return bytes.fromhex(text).decode("utf-8", "surrogateescape")
+
+
+RUN_FILE = ".cu-run-script"
+MAX_RECORD = 4096  # bytes of a recorded FAIL reason read back: it may hold agent data of any size  # the prelude and the task's script, in the staged folder
 _END_OF_FILES = "CU_RUN_END_OF_FILES"
 
 
@@ -298,26 +379,64 @@ def _tar(files: dict[str, bytes]) -> bytes:
 
 # Under TCG each module Python imports costs: json and hashlib took ~0.4 s of a listing's
 # ~0.7 s in the guest (docs/performance.md). So the arguments come as words, the output is
-# lines of fields with each path in hex (any bytes a name holds survive, tabs and newlines
-# too), and the SHA-256 is the interpreter's built-in one where there is one.
+# lines of fields with each path and link target in hex (any bytes a name holds survive, tabs
+# and newlines too), the SHA-256 is the interpreter's built-in one where there is one, and the
+# ignore patterns are matched by a few lines here rather than by importing re or fnmatch.
+#
+# A line: KIND MODE UID GID SIZE MTIME_NS CTIME_NS INODE SHA HEX-PATH HEX-TARGET, where SHA is
+# the digest, "-" (not hashed) or "!" and the reason it could not be read, and HEX-TARGET is a
+# link's target or "-". Last: "complete" or "truncated", and the guest's clock when it began.
 _LINUX_LISTER = """
 import os, stat, sys, time
 try:
     from _sha256 import sha256
 except ImportError:
     from hashlib import sha256
-hash_max, budget, max_entries = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-roots = sys.argv[4:]
+started_ns = time.time_ns()
+hash_max, budget, max_entries, since_ns, n_ignore = (int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]),
+                                                     int(sys.argv[4]), int(sys.argv[5]))
+ignore = [p.rstrip("/").split("/") for p in sys.argv[6:6 + n_ignore]]
+roots = sys.argv[6 + n_ignore:]
 started = time.monotonic()
 seen, truncated = set(), False
 out = []
 
+def wild(pattern, name):
+    # * and ? within one name, by backtracking over the last *
+    p = n = 0
+    star = mark = -1
+    while n < len(name):
+        if p < len(pattern) and pattern[p] in ("?", name[n]):
+            p += 1; n += 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark = p, n; p += 1
+        elif star >= 0:
+            p, mark = star + 1, mark + 1; n = mark
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
+
+def fits(pattern, parts):
+    # ** as a whole name stands for any number of names; a match of a parent covers what is inside
+    if not pattern:
+        return True
+    if pattern[0] == "**":
+        return any(fits(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and wild(pattern[0].replace("**", "*"), parts[0]) and fits(pattern[1:], parts[1:])
+
+def ignored(path):
+    parts = path.split("/")
+    return any(fits(p, parts) for p in ignore)
+
 def kind_of(mode):
     return "f" if stat.S_ISREG(mode) else "d" if stat.S_ISDIR(mode) else "l" if stat.S_ISLNK(mode) else "o"
 
-def digest(path, size):
-    if size > hash_max or time.monotonic() - started > budget:
-        return ""
+def why(exc):
+    return "!" + (os.strerror(exc.errno).replace(" ", "_") if exc.errno else type(exc).__name__)
+
+def digest(path, st):
+    if st.st_size > hash_max or st.st_ctime_ns < since_ns or time.monotonic() - started > budget or ignored(path):
+        return "-"
     h = sha256()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -329,13 +448,17 @@ def digest(path, size):
                 h.update(block)
         finally:
             os.close(fd)
-    except OSError:
-        return ""
+    except OSError as exc:
+        return why(exc)
     return h.hexdigest()
 
+def line(kind, st, sha, path, target):
+    out.append("%s %d %d %d %d %d %d %d %s %s %s" % (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_size,
+               st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, os.fsencode(path).hex(), target))
+
 def add(path):
-    # None: the entry cap is reached; "": nothing listed (seen, or gone); else the kind,
-    # "x" for a folder on another filesystem (listed, not entered).
+    # None: the entry cap is reached; "": nothing to enter (seen, gone, not a folder, not
+    # listable); else the kind, "x" for a folder on another filesystem (listed, not entered).
     global truncated
     if path in seen:  # roots that overlap
         return ""
@@ -344,20 +467,43 @@ def add(path):
         return None
     try:
         st = os.lstat(path)
-    except OSError:
+    except FileNotFoundError:
         return ""  # gone while listing
+    except OSError as exc:
+        # Listed all the same, so what cannot be examined shows as a change, never as nothing.
+        seen.add(path)
+        out.append("? 0 0 0 0 0 0 0 %s %s -" % (why(exc), os.fsencode(path).hex()))
+        return ""
     seen.add(path)
     kind = kind_of(st.st_mode)
-    sha = digest(path, st.st_size) if kind == "f" else ""
-    out.append("%s %d %r %s %s" % (kind, st.st_size, st.st_mtime, sha or "-", os.fsencode(path).hex()))
+    target = "-"
+    if kind == "l":
+        try:
+            target = os.fsencode(os.readlink(path)).hex() or "-"
+        except OSError as exc:
+            line(kind, st, why(exc), path, "-")
+            return ""
+    line(kind, st, digest(path, st) if kind == "f" else "-", path, target)
     return kind if kind != "d" or st.st_dev == device else "x"
+
+def unlistable(exc):
+    # A folder whose entries cannot be read: its line says why, so it counts as changed.
+    path = exc.filename if isinstance(exc.filename, str) else os.fsdecode(exc.filename or b"")
+    for i in range(len(out) - 1, -1, -1):
+        fields = out[i].split(" ")
+        if fields[9] == os.fsencode(path).hex():
+            fields[8] = why(exc)
+            out[i] = " ".join(fields)
+            return
+    out.append("? 0 0 0 0 0 0 0 %s %s -" % (why(exc), os.fsencode(path).hex()))
 
 for root in roots:
     if not os.path.lexists(root):
         continue
     device = os.lstat(root).st_dev
-    add(root)
-    for folder, dirs, files in os.walk(root):
+    if add(root) != "d":
+        continue
+    for folder, dirs, files in os.walk(root, onerror=unlistable):
         kept = []
         for name in sorted(dirs):
             kind = add(os.path.join(folder, name))
@@ -371,7 +517,7 @@ for root in roots:
                 break
         if truncated:
             break
-out.append("truncated" if truncated else "complete")
+out.append("%s %d" % ("truncated" if truncated else "complete", started_ns))
 sys.stdout.write("\\n".join(out) + "\\n")
 """
 
@@ -399,6 +545,13 @@ _IN_USER_SLICE = ("{ l=; read -r l < \"/proc/$p/cgroup\"; } 2>/dev/null; "
                   "case \"$l\" in *\"/user-$u.slice/\"*) true;; *) false;; esac")
 
 
+# For _kill_outside: whether process $p is one to keep (see _kill_new_script). A zombie counts as
+# kept: it is dead already, and its frozen parent cannot reap it until the thaw.
+_KEPT = ("{ s=; read -r s < \"/proc/$p/stat\"; } 2>/dev/null; [ -n \"$s\" ] || continue; set -- ${s##*) }; "
+         "[ \"$1\" != Z ] || continue; tty=$((($5 >> 8) & 4095)); "
+         "case \"$keep\" in *\" $p:${20} \"*) [ $tty -lt 136 ] || [ $tty -gt 143 ];; *) false;; esac")
+
+
 def _user_id(user: DesktopUser) -> str:
     """Sets u to USER's uid, or exits 3: from /etc/passwd, with the shell's own `read` (the
     guest's `id` is a program, ~0.15 s under TCG)."""
@@ -424,10 +577,30 @@ def _freeze_script(user: DesktopUser) -> str:
         + "echo \"froze $n processes of the desktop user\"\n")
 
 
-def _kill_new_script(user: DesktopUser, keep: set[int]) -> str:
-    kept = " ".join(str(p) for p in sorted(keep))
+def _kill_new_script(user: DesktopUser, keep: frozenset[str]) -> str:
+    """desktop_in_verify: the user's slice frozen first, so nothing in it can fork while the new
+    processes are killed in one pass (a process that forks as fast as it is killed cannot
+    outrun a frozen cgroup). Kept: what ran before the agent (PID and start time), but not a
+    kept process on a pseudo-terminal: that is a shell the agent could type into, whose
+    builtins run without a new process. Then the slice thaws, and every kept process gets
+    SIGCONT, should the agent have stopped one (the window manager, a session bus) so that the
+    verifier's query of the desktop would hang."""
+    kept = " ".join(sorted(keep))
     return (
         _user_id(user)
+        + "cg=/sys/fs/cgroup/user.slice/user-$u.slice\n"
+        + _FROZEN
         + f"keep=' {kept} '\n"
-        + _kill_outside("case \"$keep\" in *\" $p \"*) true;; *) false;; esac")
-        + "echo \"killed the desktop user's processes started during the episode\"\n")
+        "froze=0\n"
+        "if [ -d \"$cg\" ]; then\n"
+        "    echo 1 > \"$cg/cgroup.freeze\" || exit 4\n"
+        "    t=0; until frozen || [ $t -ge 220 ]; do [ $t -lt 20 ] || sleep 0.05; t=$((t + 1)); done\n"
+        "    frozen || { echo \"the user's slice did not freeze\" >&2; exit 5; }\n"
+        "    froze=1\n"
+        "fi\n"
+        + _kill_outside(_KEPT)
+        + "[ $froze = 0 ] || echo 0 > \"$cg/cgroup.freeze\" || exit 6\n"
+        "for p in $(pgrep -u \"$u\"); do kill -CONT \"$p\" 2>/dev/null; done\n"
+        # What a kept process started in the moment since the thaw.
+        + _kill_outside(_KEPT)
+        + "echo \"killed the desktop user's processes started during the episode, and its terminals' shells\"\n")

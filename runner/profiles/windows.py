@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING
 
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest
+from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
 
 if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
     from runner.images.catalog import Image
+
+
+MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
 
 
 def _ps(text: str) -> str:
@@ -95,6 +98,31 @@ class WindowsProfile(GuestProfile):
     def staged_path(self, folder: str, relative: str) -> str:
         return folder + "\\" + relative.replace("/", "\\")
 
+    def verdict_helper(self, record: str) -> str:
+        fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
+        # `exit` in a function ends the whole script, as the sh helper's does.
+        return ("function Verdict {\r\n"
+                "    param([Parameter(Mandatory = $true)][ValidateSet('pass', 'fail')][string]$Kind,\r\n"
+                "          [Parameter(ValueFromRemainingArguments = $true)][string[]]$Reason)\r\n"
+                f"    if (-not (Test-Path -LiteralPath {fail})) {{\r\n"
+                "        if ($Kind -eq 'fail') {\r\n"
+                "            $text = ($Reason -join ' ')\r\n"
+                "            if (-not $text) { $text = 'no reason given' }\r\n"
+                f"            [IO.File]::WriteAllText({fail}, $text)\r\n"
+                f"        }} else {{ [IO.File]::WriteAllText({passed}, '') }}\r\n"
+                "    }\r\n"
+                "    exit 0\r\n"
+                "}\r\n")
+
+    def verdict_trailer(self, record: str, boundary: str) -> str:
+        return f"Write-Output ''\r\nWrite-Output {_ps(boundary)}\r\n{self.verdict_read_script(record)}"
+
+    def verdict_read_script(self, record: str) -> str:
+        fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
+        return (f"if (Test-Path -LiteralPath {fail}) {{ Write-Output 'fail'; $r = [IO.File]::ReadAllText({fail}); "
+                f"Write-Output $r.Substring(0, [Math]::Min($r.Length, {MAX_RECORD_CHARS})) }}\r\n"
+                f"elseif (Test-Path -LiteralPath {passed}) {{ Write-Output 'pass' }}\r\n")
+
     def hand_home_script(self, user: DesktopUser) -> str:
         return (f"Get-ChildItem -LiteralPath {_ps(user.home)} -Recurse -Force -ErrorAction SilentlyContinue | "
                 f"ForEach-Object {{ icacls $_.FullName /setowner {_ps(user.name)} /q | Out-Null }}\r\n")
@@ -111,10 +139,12 @@ class WindowsProfile(GuestProfile):
 
     # -- the write set
 
-    def list_script(self, roots: tuple[str, ...]) -> str:
-        """PowerShell printing one line per item under ROOTS: kind, size, mtime ticks, sha256, path,
-        tab-separated. Windows paths hold no tabs or newlines, so lines are enough."""
-        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in roots)
+    def list_script(self, watch: Watch) -> str:
+        """PowerShell printing one line per item under the roots: kind, size, mtime ticks, sha256,
+        path, tab-separated. Windows paths hold no tabs or newlines, so lines are enough. NTFS's
+        change time is not reachable from PowerShell without P/Invoke, so on Windows an unhashed
+        file is compared by size and mtime (docs/threat-model.md)."""
+        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in watch.roots)
         return (
             "$ErrorActionPreference = 'SilentlyContinue'\n"
             f"$started = Get-Date\n$count = 0\n"
@@ -157,10 +187,10 @@ class WindowsProfile(GuestProfile):
 
     def processes_script(self, user: DesktopUser) -> str:
         return (f"Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like {_ps('*' + chr(92) + user.name)} }} | "
-                "ForEach-Object { $_.Id }\r\n")
+                "ForEach-Object { \"$($_.Id):$($_.StartTime.ToUniversalTime().Ticks)\" }\r\n")
 
-    def quarantine_script(self, user: DesktopUser, keep: set[int] | None) -> str:
-        return _stop_script(user, keep or set())
+    def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
+        return _stop_script(user, keep or frozenset())
 
     # -- the MCP file tools
 
@@ -202,6 +232,24 @@ class WindowsProfile(GuestProfile):
                              "desktop user's: use $env:USER_HOME and Registry::HKEY_USERS\\$env:DESKTOP_USER_SID")
         return found
 
+    def verdict_warnings(self, text: str) -> list[str]:
+        # Data: a variable assigned from a command or an expression, not a literal.
+        data = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[^\s'\"0-9$]", text))
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            verdict = re.search(r"[\"']\s*(PASS|FAIL)\b", code)
+            if not verdict:
+                continue
+            shown = code[verdict.start():]
+            if "$(" in shown or " -f " in shown or any(re.search(rf"\$\{{?{n}\b", shown, re.IGNORECASE) for n in data):
+                found.append(f"line {number}: puts what a command returned into its verdict line: a newline in that "
+                             "text can forge a PASS; use Verdict fail \"REASON\"")
+            else:
+                found.append(f"line {number}: prints its verdict on stdout; use Verdict pass / Verdict fail REASON, "
+                             "which agent text cannot forge")
+        return found
+
     # -- conformance checks
 
     def selfcheck_probe(self) -> tuple[str, str]:
@@ -228,15 +276,21 @@ class WindowsProfile(GuestProfile):
         return f"Get-Content -LiteralPath {_ps(path)} -Raw -ErrorAction SilentlyContinue"
 
 
-def _stop_script(user: DesktopUser, keep: set[int]) -> str:
-    kept = ",".join(str(p) for p in sorted(keep)) or "-1"
+# Console shells the agent could type into: stopped even when they ran before the agent.
+_SHELLS = ("cmd", "powershell", "pwsh", "WindowsTerminal", "OpenConsole", "bash", "wsl")
+
+
+def _stop_script(user: DesktopUser, keep: frozenset[str]) -> str:
+    kept = ",".join(_ps(k) for k in sorted(keep)) or "''"
+    shells = ",".join(_ps(n) for n in _SHELLS)
     return (
         f"$keep = @({kept})\r\n"
+        f"$shells = @({shells})\r\n"
         "foreach ($round in 1..20) {\r\n"
         f"    $new = @(Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like '*\\{user.name}' -and "
-        "$keep -notcontains $_.Id })\r\n"
+        "($shells -contains $_.ProcessName -or $keep -notcontains \"$($_.Id):$($_.StartTime.ToUniversalTime().Ticks)\") })\r\n"
         "    if ($new.Count -eq 0) { break }\r\n"
         "    $new | Stop-Process -Force -ErrorAction SilentlyContinue\r\n"
         "    Start-Sleep -Milliseconds 100\r\n"
         "}\r\n"
-        "Write-Output \"stopped the desktop user's processes started during the episode\"\r\n")
+        "Write-Output \"stopped the desktop user's processes started during the episode, and its console shells\"\r\n")

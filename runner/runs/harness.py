@@ -26,11 +26,12 @@ from runner.mcp.proxy import ExternalServer
 from runner.mcp.session import mcp_session, proxy_session
 from runner.mcp.trajectory import append_intervention
 from runner.agents.base import Agent, AgentResult
+from runner.agents.builtin import NopAgent, OracleAgent
 from runner.scoring.blame import Stage, blame, describe
 from runner.images.catalog import Image
 from runner.config import Settings, private_dir
 from runner.episode import EpisodeOptions, EpisodeVM
-from runner.errors import CommandTimeout, HostFault, InfraError
+from runner.errors import CommandTimeout, GuestStopped, HostFault, InfraError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.mcp.server import DEFAULT_TOOLSETS
@@ -39,7 +40,7 @@ from runner.runs.recording import Recorder
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.runs.standby import Standbys
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
-from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged
+from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
 from runner.tasks.model import SafetyRule, Task
 from runner.scoring.verdict import Verdict, parse_verdict
 from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
@@ -47,6 +48,7 @@ from runner.scoring.writeset import (
     MAX_ENTRIES,
     Change,
     Listing,
+    Watch,
     diff,
     expand,
     take_listing,
@@ -56,6 +58,9 @@ from runner.scoring.writeset import (
 log = logging.getLogger(__name__)
 
 INFRA_RETRIES = 2
+# After an error, how long a VM whose QEMU is on its way out may take to stop: who stopped it
+# (the guest itself, or the host) decides whose fault the error was.
+FAULT_SETTLE_S = 3.0
 STOP_GRACE_S = 120.0
 
 
@@ -139,6 +144,10 @@ class Harness:
         self._teardowns: list[threading.Thread] = []
         self._teardowns_lock = threading.Lock()  # slot workers add to the list while drain() reads it
         self._standbys = Standbys()
+        # Verifier-error controls, once per (task, agent) and run: whether the verifier decides.
+        self._controls: dict[tuple[str, str], bool | None] = {}
+        self._control_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._controls_lock = threading.Lock()
         # A slot's last VM whose teardown waits for the next episode's agent to start: tearing
         # it down (QEMU exiting) during that episode's setup would slow the setup on 2 cores.
         self._last_vm: dict[int, tuple[EpisodeVM, Path]] = {}
@@ -213,6 +222,8 @@ class Harness:
         written to the results (the caller keeps it), or None when the run was stopped first."""
         try:
             record = self._with_retries(slot, task, trial)
+            if record is not None and record.outcome == "verifier_error":
+                record = self._judge_verifier_error(slot, task, record)
         except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
             record = self._runner_failure(slot, task, trial, exc)
         finally:
@@ -221,29 +232,36 @@ class Harness:
             record = replace(record, intervened=True)
         return record
 
-    def _with_retries(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
+    def _with_retries(self, slot: int, task: Task, trial: int, control: Agent | None = None) -> EpisodeRecord | None:
+        """CONTROL: an episode of that agent instead of the run's, in a folder of its own beside
+        the trial's (runner.runs.harness._judge_verifier_error)."""
         started = datetime.now(UTC)
         t0 = time.monotonic()
         attempts = self.pool.infra_retries + 1
+        ep_dir = self.episode_dir(task, trial) if control is None else self._control_dir(task, control)
         for attempt in range(1, attempts + 1):
             try:
-                return self._episode(slot, task, trial, attempt, started)
+                if control is None:
+                    return self._episode(slot, task, trial, attempt, started)
+                return self._episode(slot, task, trial, attempt, started, agent=control, ep_dir=ep_dir)
             except Exception as exc:  # noqa: BLE001 - whose fault it is decides what happens next
                 if self._stop.is_set():
                     return None  # the run is ending: this episode stays unfinished, --resume redoes it
                 fault = exc if isinstance(exc, EpisodeFault) else EpisodeFault(exc, "before_agent", None)
                 verdict = blame(fault.error, fault.stage, fault.host_fault)
-                self._keep_traceback(task, trial, fault.error)
+                self._keep_traceback(ep_dir, fault.error)
                 if not verdict.retry:
                     return self._record(task, trial, verdict.outcome, verdict.reason, t0, slot, attempt, started)
-                self._keep_failed_attempt(task, trial, attempt, verdict.reason)
+                self._keep_failed_attempt(ep_dir, attempt, verdict.reason)
                 if attempt == attempts:
                     return self._record(task, trial, "infra_error", f"after {attempts} attempts: {verdict.reason}",
                                         t0, slot, attempt, started)
         return None
 
-    def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime) -> EpisodeRecord:
-        ep_dir = self.episode_dir(task, trial)
+    def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime, *,
+                 agent: Agent | None = None, ep_dir: Path | None = None) -> EpisodeRecord:
+        agent = agent or self.agent
+        ep_dir = ep_dir or self.episode_dir(task, trial)
         shutil.rmtree(ep_dir, ignore_errors=True)
         private_dir(ep_dir.parent)
         ep_dir.mkdir(mode=0o700)
@@ -271,12 +289,15 @@ class Harness:
                 if self._stop.is_set():
                     raise InfraError("the run was stopped")
                 try:
-                    scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state,
+                    scored = self._act_and_verify(vm, slot, task, trial, ep_dir, state, agent,
                                                   at_agent_start=lambda: self._agent_starts(slot))
                 except Exception as exc:  # noqa: BLE001 - blamed by phase in _with_retries
                     # The host's own word, when it already spoke, is not asked again: a fault
                     # it saw (libvirt gone) may have mended itself since (reconnected).
-                    seen = exc.message if isinstance(exc, HostFault) else vm.host_fault()
+                    seen = exc.message if isinstance(exc, HostFault) else vm.host_fault(settle=FAULT_SETTLE_S)
+                    if seen is None and vm.guest_stop is not None and not isinstance(exc, GuestStopped):
+                        # A channel that broke because the guest shut itself down: that is what happened.
+                        exc = GuestStopped(f"{vm.guest_stop} ({describe(exc)})")
                     raise EpisodeFault(exc, state.stage, seen) from exc
             except BaseException as exc:
                 # A failed episode is torn down here, its artifacts kept first: a retry may
@@ -297,36 +318,37 @@ class Harness:
                                checkpoints=scored.checkpoints, violations=[v.as_dict() for v in scored.violations],
                                changed=[str(c) for c in scored.changed], check_errors=scored.check_errors)
         (ep_dir / "episode.json").write_text(json.dumps(
-            {**asdict(record), "agent": self.agent.name, "agent_ended": scored.agent.ended,
+            {**asdict(record), "agent": agent.name, "agent_ended": scored.agent.ended,
              "agent_reason": scored.agent.reason, "verifier": scored.verifier, "domain": vm.name}, indent=2) + "\n")
         return record
 
     def _act_and_verify(self, vm: EpisodeVM, slot: int, task: Task, trial: int, ep_dir: Path,
-                        state: EpisodeState, at_agent_start: Callable[[], None] = lambda: None) -> Scored:
+                        state: EpisodeState, agent: Agent,
+                        at_agent_start: Callable[[], None] = lambda: None) -> Scored:
         user = vm.desktop_user
         watch = self._watched(task)
         # With a write set, the home is handed to the user in the before-listing's command.
-        home_to_hand = self._setup(vm, slot, task, trial, ep_dir, state, hand_home=not watch)
+        home_to_hand = self._setup(vm, slot, task, trial, ep_dir, state, hand_home=watch is None)
         spared = user_processes(vm.admin_shell, user, task.guest) \
             if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
         before = self._listing_before(vm, task, watch, state.phases, hand_home=home_to_hand)
         with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
             (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
-            self._set(slot, task, trial, f"agent {self.agent.name}")
+            self._set(slot, task, trial, f"agent {agent.name}")
             at_agent_start()
             state.stage = "agent"
             t = time.monotonic()
-            agent_result = self._run_agent(vm, task, ep_dir)
+            agent_result = self._run_agent(vm, task, ep_dir, agent)
             state.phases["agent"] = round(time.monotonic() - t, 3)
             # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
             state.stage = "after_agent"
             vm.check_alive()
             (ep_dir / "final.png").write_bytes(vm.display.screenshot())
         t = time.monotonic()
-        if watch:
+        if watch is not None:
             # One guest command: the quarantine, then the listing (each costs a channel and
             # processes under TCG).
-            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch, keep=spared)
+            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch.after(before), keep=spared)
         else:
             stopped, after = quarantine(vm.admin_shell, user, task.guest, keep=spared), None
         (ep_dir / "quarantine.log").write_text(stopped + "\n")
@@ -391,32 +413,82 @@ class Harness:
         """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check) through
         the admin channel. A script that runs past its time is the task's defect (error)."""
         try:
-            result = run_privileged(vm.admin_shell, task, kind, vm.desktop_user, "verify")
-            assert result is not None
-            log.write_text(_log_text(result.exit_code, result.stdout, result.stderr))
-            verdict = parse_verdict(result.stdout, result.exit_code)
-            return verdict, {"exit_code": result.exit_code, "verdict": verdict.kind, "reason": verdict.reason}
+            ran = run_verifier(vm.admin_shell, task, kind, vm.desktop_user, timeout=task.spec.verify_timeout_s)
+            assert ran is not None
+            result = ran.result
+            log.write_text(_log_text(result.exit_code, result.stdout, result.stderr)
+                           + ("" if ran.recorded is None else f"--- verdict\n{ran.recorded}\n"))
+            verdict = parse_verdict(result.stdout, result.exit_code, ran.recorded)
+            return verdict, {"exit_code": result.exit_code, "verdict": verdict.kind, "reason": verdict.reason,
+                             "channel": verdict.channel}
         except CommandTimeout as exc:
             log.write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
             verdict = Verdict("error", f"{kind} timed out: {exc.message}")
             return verdict, {"exit_code": None, "verdict": "error", "reason": verdict.reason}
 
+    # -- a verifier that gives no verdict
+
+    def _judge_verifier_error(self, slot: int, task: Task, record: EpisodeRecord) -> EpisodeRecord:
+        """A verifier error is the task's defect only when the verifier also errs without the
+        agent: on the untouched state (a nop control episode) or on the oracle's. Otherwise the
+        agent's state made it err (a huge file where it reads, a slow ~/.profile, a wedged
+        display), and that counts against the agent: a fail. Each control runs once per task
+        and run, on a fresh VM of the slot."""
+        if isinstance(self.agent, NopAgent):
+            return record  # its state is the untouched one: the error is the task's
+        # The run's own agent being the oracle, its state is the oracle's: only nop is left to ask.
+        controls = (NopAgent(),) if isinstance(self.agent, OracleAgent) else (NopAgent(), OracleAgent())
+        for control in controls:
+            decided = self._control(slot, task, control)
+            if decided is None:
+                return replace(record, reason=f"{record.reason} (the {control.name} control episode did not "
+                                              "finish, so a task defect cannot be ruled out)")
+            if not decided:
+                return replace(record, reason=f"{record.reason} (a task defect: the verifier also gives no "
+                                              f"verdict with the {control.name} agent)")
+        asked = " and ".join(f"the {c.name} agent's" for c in controls)
+        return replace(record, outcome="fail",
+                       reason=f"the verifier gave no verdict on the agent's state ({record.reason}), though it "
+                              f"gives one on {asked}: the agent's doing")
+
+    def _control(self, slot: int, task: Task, agent: Agent) -> bool | None:
+        """Whether TASK's verifier gives a verdict after AGENT (nop: the untouched state; the oracle's):
+        True or False, or None when the control episode could not get that far."""
+        key = (task.id, agent.name)
+        with self._controls_lock:
+            lock = self._control_locks.setdefault(key, threading.Lock())
+        with lock:  # two slots that need the same control run it once
+            if key not in self._controls:
+                self._with_retries(slot, task, 0, control=agent)
+                try:
+                    verifier = json.loads((self._control_dir(task, agent) / "episode.json").read_text())["verifier"]
+                    self._controls[key] = verifier["verdict"] != "error"
+                except (OSError, ValueError, KeyError, TypeError):
+                    self._controls[key] = None  # the control never reached its verifier
+            return self._controls[key]
+
+    def _control_dir(self, task: Task, agent: Agent) -> Path:
+        return self.out_dir / task.id / f"control-{agent.name}"
+
     # -- the write set
 
-    def _watched(self, task: Task) -> tuple[str, ...]:
+    def _watched(self, task: Task) -> Watch | None:
+        """What the write set lists for TASK, or None when it has none."""
         spec = task.spec.write_set
         if not spec.enabled:
-            return ()
+            return None
         home = self._home()
-        return tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else task.guest.default_watch))
+        roots = tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else task.guest.default_watch))
+        ignore = tuple(expand(p, home) for p in task.guest.default_ignore + spec.ignore)
+        return Watch(roots, ignore) if roots else None
 
     def _home(self) -> str:
         return self.pool.image.manifest.desktop_user.home
 
-    def _listing_before(self, vm: EpisodeVM, task: Task, watch: tuple[str, ...], phases: dict[str, float], *,
+    def _listing_before(self, vm: EpisodeVM, task: Task, watch: Watch | None, phases: dict[str, float], *,
                         hand_home: bool) -> Listing | None:
         """The listing before the agent; HAND_HOME: the setup's home handed to the user first."""
-        if not watch:
+        if watch is None:
             return None
         t = time.monotonic()
         if hand_home:
@@ -426,23 +498,21 @@ class Harness:
         phases["write_set_before"] = round(time.monotonic() - t, 3)
         return listing
 
-    def _unexpected_changes(self, task: Task, watch: tuple[str, ...], before: Listing | None,
+    def _unexpected_changes(self, task: Task, watch: Watch | None, before: Listing | None,
                             after: Listing | None, ep_dir: Path) -> list[Change]:
-        if before is None or after is None:
+        if watch is None or before is None or after is None:
             return []
-        home, spec, guest = self._home(), task.spec.write_set, task.guest
         changes = diff(before.entries, after.entries)
-        allow = tuple(expand(p, home) for p in spec.allow)
-        ignore = tuple(expand(p, home) for p in guest.default_ignore + spec.ignore)
-        bad = unexpected(changes, allow, ignore, windows=guest.windows_paths)
+        allow = tuple(expand(p, self._home()) for p in task.spec.write_set.allow)
+        bad = unexpected(changes, allow, watch.ignore, windows=task.guest.windows_paths)
         if after.truncated and not before.truncated:
             # More entries than a listing holds appeared during the episode: what is beyond
             # the limit cannot be compared, so the write set cannot be shown clean.
-            bad.append(Change(watch[0], f"over {MAX_ENTRIES} entries: not all compared"))
+            bad.append(Change(watch.roots[0], f"over {MAX_ENTRIES} entries: not all compared"))
         (ep_dir / "write-set.json").write_text(json.dumps(
-            {"watched": list(watch), "allowed": list(allow), "changes": [str(c) for c in changes],
+            {"watched": list(watch.roots), "allowed": list(allow), "changes": [str(c) for c in changes],
              "unexpected": [str(c) for c in bad],
-             "compared_by_size_and_mtime": sorted(set(before.unhashed) | set(after.unhashed))}, indent=2) + "\n")
+             "compared_by_metadata": sorted(set(before.unhashed) | set(after.unhashed))}, indent=2) + "\n")
         return bad
 
     # -- safety
@@ -461,10 +531,10 @@ class Harness:
             (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
         return found
 
-    def _run_agent(self, vm: EpisodeVM, task: Task, ep_dir: Path) -> AgentResult:
+    def _run_agent(self, vm: EpisodeVM, task: Task, ep_dir: Path, agent: Agent) -> AgentResult:
         log = ep_dir / "agent.log"
-        if not self.agent.needs_mcp:
-            return self.agent.run(vm, task, log, None)
+        if not agent.needs_mcp:
+            return agent.run(vm, task, log, None)
         if self.pool.mcp_server is not None:
             rules = self.pool.suite_rules + task.spec.safety
             serving = proxy_session(vm, ep_dir, self.pool.mcp_server, max_steps=self.pool.max_steps,
@@ -473,7 +543,7 @@ class Harness:
             serving = mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
                                   max_steps=self.pool.max_steps)
         with serving as session:
-            result = self.agent.run(vm, task, log, session)
+            result = agent.run(vm, task, log, session)
         if session.trajectory.limit_reached:
             return AgentResult("timeout", f"max-steps: the agent used all {self.pool.max_steps} steps")
         return result
@@ -499,23 +569,23 @@ class Harness:
         """What an exception nobody expected comes to: a recorded infra error, its traceback kept."""
         log.error("slot %d: %s trial %d: the runner failed: %s", slot, task.id, trial, describe(exc))
         try:
-            self._keep_traceback(task, trial, exc)
+            self._keep_traceback(self.episode_dir(task, trial), exc)
         except OSError:
             pass
         return self._record(task, trial, "infra_error", f"the runner failed: {describe(exc)}", time.monotonic(),
                             slot, 0, datetime.now(UTC))
 
-    def _keep_traceback(self, task: Task, trial: int, exc: BaseException) -> None:
-        ep_dir = self.episode_dir(task, trial)
+    @staticmethod
+    def _keep_traceback(ep_dir: Path, exc: BaseException) -> None:
         ep_dir.mkdir(parents=True, exist_ok=True)
         (ep_dir / "runner-error.txt").write_text("".join(traceback.format_exception(exc)))
 
-    def _keep_failed_attempt(self, task: Task, trial: int, attempt: int, reason: str) -> None:
-        ep_dir = self.episode_dir(task, trial)
+    @staticmethod
+    def _keep_failed_attempt(ep_dir: Path, attempt: int, reason: str) -> None:
         if not ep_dir.exists():
             return
         (ep_dir / "infra_error.txt").write_text(reason + "\n")
-        kept = ep_dir.with_name(f"{trial}.infra-attempt-{attempt}")
+        kept = ep_dir.with_name(f"{ep_dir.name}.infra-attempt-{attempt}")
         shutil.rmtree(kept, ignore_errors=True)
         ep_dir.rename(kept)
 

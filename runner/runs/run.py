@@ -35,7 +35,7 @@ from runner.runs.admission import Admission, admit, available_mib
 from runner.runs.standby import leaves_a_core
 from runner.runs.provenance import host_facts, runner_facts
 from runner.runs.report import write_reports
-from runner.tasks.lint import lint_task_scripts
+from runner.tasks.lint import errors, lint_task_scripts
 from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, missing, summarize
 from runner.session import new_run_id, resolve_accel
 from runner.tasks.model import Suite, Task, load_suite
@@ -368,7 +368,7 @@ def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:
 
 def check_scripts(tasks: tuple[Task, ...]) -> None:
     """What `tasks lint` checks of every script, before any VM starts."""
-    problems = [f"{p.path}: {p.message}" for t in tasks for p in lint_task_scripts(t.folder)]
+    problems = [f"{p.path}: {p.message}" for t in tasks for p in errors(lint_task_scripts(t.folder))]
     if problems:
         raise UsageError("the tasks' scripts have errors:\n  " + "\n  ".join(problems),
                          fix="fix them (cu-run tasks lint --suite ... lists them all)")

@@ -11,6 +11,10 @@ ends as an infrastructure error and drops out of its success rate. So blame goes
   until shown otherwise: the episode fails and counts in the rate.
 - What the host itself sees (QEMU gone or stopped, libvirt gone) cannot come from inside
   the guest: it is the infrastructure's whatever the phase.
+- A guest that powered itself off or reset (the host's lifecycle events say the shutdown came
+  from inside) is the agent's doing once the agent started: a fail, whether it happened while
+  the agent ran or after. The desktop user cannot do it by design (no sudo, no input devices,
+  no SysRq), so one that did found a hole, and the hole must not pay.
 
 A pure function of what was seen, tested against a table.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.errors import CuRunError
+from runner.errors import CuRunError, GuestStopped
 
 Stage = Literal["before_agent", "agent", "after_agent"]
 
@@ -38,6 +42,8 @@ def blame(exc: BaseException, stage: Stage, host_fault: str | None) -> Blame:
         return Blame("infra_error", f"{host_fault} ({what})" if host_fault not in what else what, retry=True)
     if stage == "before_agent":
         return Blame("infra_error", what, retry=True)
+    if isinstance(exc, GuestStopped):
+        return Blame("fail", f"{what}, after the agent started", retry=False)
     if stage == "agent":
         return Blame("agent_error", f"the agent's run broke: {what}", retry=False)
     return Blame("fail", f"the guest's command channel was broken after the agent ran: {what}", retry=False)

@@ -9,34 +9,44 @@ the checks, every process of the desktop user is stopped, through the admin chan
   session is not torn down, so nothing respawns. Any process of the user outside that
   slice is killed.
 - A task that needs the desktop alive while it is verified (``desktop_in_verify: true``)
-  keeps what was running before the agent began; everything of the user's started since
-  is killed. So is the same on Windows, where the desktop user's processes started during
-  the episode are stopped.
+  keeps what was running before the agent began (by PID and start time, so a reused PID is
+  not kept), except the shells on its terminals, which the agent could type into;
+  everything of the user's started since is killed while the slice is frozen, so nothing
+  can fork away from the kill. The kept processes are then thawed and continued (SIGCONT),
+  so none the agent stopped can hang the verifier's queries. On Windows, where a session
+  cannot be frozen, the desktop user's processes started during the episode and its
+  console shells are stopped.
 
 A stop that fails after the agent ran is the agent's doing: the caller scores it.
 """
 
 from __future__ import annotations
 
+import re
 
 from runner.errors import InfraError
 from runner.guest.base import GuestShell
 from runner.profiles import DesktopUser, GuestProfile
-from runner.scoring.writeset import Listing, step_then_list, take_listing
+from runner.scoring.writeset import Listing, Watch, step_then_list, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
 
 
-def user_processes(admin: GuestShell, user: DesktopUser, guest: GuestProfile) -> set[int]:
-    """The PIDs of the desktop user's processes now: taken just before the agent starts."""
+def user_processes(admin: GuestShell, user: DesktopUser, guest: GuestProfile) -> frozenset[str]:
+    """The desktop user's processes now, each as the profile names one (PID and start time):
+    taken just before the agent starts."""
     result = admin.run(guest.processes_script(user), timeout=30)
     if not result.ok:
         raise InfraError(f"could not list {user.name}'s processes: {result.stderr.strip()[-300:]}")
-    return {int(word) for word in result.stdout.split() if word.isdigit()}
+    return frozenset(word for word in result.stdout.split() if _PROCESS.fullmatch(word))
 
 
-def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *, keep: set[int] | None = None) -> str:
-    """Stops the agent's processes; KEEP: the PIDs to spare, else all of them stop.
+_PROCESS = re.compile(r"[0-9]+:[0-9]+")
+
+
+def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *,
+               keep: frozenset[str] | None = None) -> str:
+    """Stops the agent's processes; KEEP: the processes to spare (user_processes), else all stop.
     Returns what was done, for the episode's log; raises InfraError when it could not be done."""
     result = admin.run(guest.quarantine_script(user, keep), timeout=QUARANTINE_TIMEOUT)
     if not result.ok:
@@ -44,14 +54,14 @@ def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *, kee
     return result.stdout.strip()
 
 
-def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, roots: tuple[str, ...], *,
-                         keep: set[int] | None = None) -> tuple[str, Listing]:
-    """quarantine(), then the write-set listing of ROOTS, in one guest command where the profile
+def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, watch: Watch, *,
+                         keep: frozenset[str] | None = None) -> tuple[str, Listing]:
+    """quarantine(), then the write-set listing of WATCH, in one guest command where the profile
     can chain them (writeset.step_then_list): what was stopped, and the listing."""
     chained = step_then_list(admin, guest, guest.quarantine_script(user, keep), f"stopping {user.name}'s processes",
-                             QUARANTINE_TIMEOUT, roots)
+                             QUARANTINE_TIMEOUT, watch)
     if chained is None:  # this guest's shell runs them one by one
-        return quarantine(admin, user, guest, keep=keep), take_listing(admin, guest, roots)
+        return quarantine(admin, user, guest, keep=keep), take_listing(admin, guest, watch)
     stopped, listing = chained
     if listing is None:
         raise _not_stopped(user, stopped)

@@ -1,9 +1,23 @@
 """The write set: what the agent changed in the watched folders, and whether it was allowed.
 
-The runner lists the watched roots (path, type, size, mtime, sha256) through the admin
-channel, with the guest profile's lister, after setup and again after the agent. Anything created, removed or changed outside the
-task's allowed paths fails the episode, the paths named: an agent that did the job and
+The runner lists the watched roots through the admin channel, with the guest profile's
+lister, after setup and again after the agent. Anything created, removed or changed outside
+the task's allowed paths fails the episode, the paths named: an agent that did the job and
 broke something else did not do the job.
+
+What counts as a change of a path that was there before:
+- its kind, permission bits or owner; a link's target;
+- a file's content, by SHA-256, where both listings hashed it;
+- otherwise (over the hash limit, the time budget spent, its ctime older than the first
+  listing) its size, mtime, ctime and inode. mtime is set by the user and proves nothing, but
+  the kernel sets ctime on every write and every mtime change (touch -r included), and no
+  unprivileged user can set it back; a file replaced by another has another inode. So a file
+  the agent changed cannot look unchanged, whether or not it was hashed;
+- a file the lister could not read, with the reason.
+
+The limits (time, entries) stay: a listing past its entries fails the write set, and every
+file compared without its content is named in write-set.json. The budget is not spent on
+ignored paths, which are listed but never hashed.
 
 Paths are matched with glob patterns where ``**`` crosses folders and ``*`` does not;
 ``~`` is the desktop user's home. Each profile ignores the churn any desktop session
@@ -14,7 +28,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -35,10 +49,17 @@ MAX_ENTRIES = 200_000
 
 @dataclass(frozen=True)
 class Entry:
-    kind: str  # f file, d folder, l symlink, o other
+    kind: str  # f file, d folder, l symlink, o other (FIFO, socket, device), ? could not be listed
     size: int
     sha256: str  # files only; "" for folders and for files left unhashed (see HASH_MAX_BYTES)
-    mtime: float = 0.0  # seconds since the epoch: what tells an unhashed file changed
+    mtime: float = 0.0  # seconds since the epoch
+    # What the kernel keeps and the lister reports where the guest has it (None: not reported):
+    mode: int | None = None  # permission bits, setuid and sticky included
+    owner: tuple[int, int] | None = None  # uid, gid
+    ctime_ns: int | None = None  # set by the kernel on every change; no user can set it back
+    inode: int | None = None
+    target: str | None = None  # a link's target
+    error: str = ""  # why the lister could not read it (a file's content, a folder's entries, itself)
 
 
 Manifest = dict[str, Entry]
@@ -47,17 +68,27 @@ Manifest = dict[str, Entry]
 @dataclass(frozen=True)
 class Listing:
     entries: Manifest
-    unhashed: tuple[str, ...] = ()  # files compared by size and mtime, not content
+    unhashed: tuple[str, ...] = ()  # files compared by metadata (size, mtime, ctime, inode), not content
     truncated: bool = False  # more entries than MAX_ENTRIES: the rest is not listed
+    started_ns: int | None = None  # the guest's clock when the listing began (a later one hashes what changed since)
 
 
 @dataclass(frozen=True)
 class Change:
     path: str
     what: str  # created, removed, modified
+    detail: str = ""  # for a modification: what tells it changed, where it is not the content
 
     def __str__(self) -> str:
-        return f"{self.path} ({self.what})"
+        return f"{shown(self.path)} ({self.what}{': ' + shown(self.detail) if self.detail else ''})"
+
+
+def shown(text: str) -> str:
+    """TEXT (a path from the guest: any bytes) with what is not printable escaped, so that a
+    name holding a newline or a line separator stays on its line in a reason or a report."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def expand(pattern: str, home: str) -> str:
@@ -85,7 +116,8 @@ def _compile(pattern: str, case_insensitive: bool) -> re.Pattern:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z", re.IGNORECASE if case_insensitive else 0)
+    # DOTALL: a name may hold a newline, and an allowed folder allows it too.
+    return re.compile("".join(out) + r"\Z", re.DOTALL | (re.IGNORECASE if case_insensitive else 0))
 
 
 def matches(path: str, pattern: str, *, windows: bool = False) -> bool:
@@ -110,16 +142,47 @@ def diff(before: Manifest, after: Manifest) -> list[Change]:
             changes.append(Change(path, "created"))
         elif new is None:
             changes.append(Change(path, "removed"))
-        elif old.kind != new.kind or (old.kind == "f" and _file_changed(old, new)):
-            changes.append(Change(path, "modified"))
-        # a folder whose contents changed shows up through its contents, not itself
+        else:
+            changed = what_changed(old, new)
+            if changed is not None:
+                changes.append(Change(path, "modified", changed))
     return changes
 
 
-def _file_changed(old: Entry, new: Entry) -> bool:
-    if old.sha256 and new.sha256:
-        return (old.size, old.sha256) != (new.size, new.sha256)
-    return (old.size, old.mtime) != (new.size, new.mtime)
+_KINDS = {"f": "a file", "d": "a folder", "l": "a link", "o": "a FIFO, socket or device", "?": "unlistable"}
+
+
+def what_changed(old: Entry, new: Entry) -> str | None:
+    """How NEW differs from OLD (the same path): "" for a change of content, else what tells it;
+    None when nothing does. A folder whose contents changed shows through its contents."""
+    if new.error:
+        return f"could not be read: {new.error}"
+    if old.kind != new.kind:
+        return f"was {_KINDS.get(old.kind, old.kind)}, now {_KINDS.get(new.kind, new.kind)}"
+    told = []
+    if _differ(old.mode, new.mode):
+        told.append(f"mode {old.mode:o} -> {new.mode:o}")
+    if _differ(old.owner, new.owner):
+        told.append(f"owner {old.owner[0]}:{old.owner[1]} -> {new.owner[0]}:{new.owner[1]}")
+    if old.kind == "l" and _differ(old.target, new.target):
+        told.append(f"link target {old.target} -> {new.target}")
+    if old.kind == "f":
+        if old.sha256 and new.sha256:
+            if (old.size, old.sha256) != (new.size, new.sha256):
+                told.insert(0, "")
+        elif (old.size, old.mtime) != (new.size, new.mtime) or _differ(old.ctime_ns, new.ctime_ns) \
+                or _differ(old.inode, new.inode):
+            told.append("contents not hashed; size, mtime, ctime or inode changed")
+    elif old.kind == "o" and (_differ(old.ctime_ns, new.ctime_ns) or _differ(old.inode, new.inode)):
+        told.append("ctime or inode changed")
+    if not told:
+        return None
+    return "; ".join(t for t in told if t)
+
+
+def _differ(a: object, b: object) -> bool:
+    """Whether A and B differ, where both listings report the value (None: not reported)."""
+    return a is not None and b is not None and a != b
 
 
 def unexpected(changes: list[Change], allow: tuple[str, ...], ignore: tuple[str, ...], *,
@@ -137,15 +200,33 @@ def unexpected(changes: list[Change], allow: tuple[str, ...], ignore: tuple[str,
 
 # -- listing the guest
 
-def take_listing(shell: GuestShell, guest: GuestProfile, roots: tuple[str, ...]) -> Listing:
-    """Lists ROOTS through SHELL (the admin channel) with the profile's lister. Raises InfraError
+@dataclass(frozen=True)
+class Watch:
+    """What a listing covers: the watched ROOTS; IGNORE, patterns it lists but never hashes
+    (their changes do not count); SINCE_NS, a guest time: files whose ctime is older were not
+    changed since, so they need no hashing (the listing before the agent passes 0)."""
+
+    roots: tuple[str, ...]
+    ignore: tuple[str, ...] = ()
+    since_ns: int = 0
+
+    def after(self, before: Listing | None) -> Watch:
+        """The watch for the listing after BEFORE: files unchanged since it began go unhashed.
+        Two seconds of margin for the guest clock's granularity."""
+        if before is None or before.started_ns is None:
+            return self
+        return replace(self, since_ns=max(0, before.started_ns - 2_000_000_000))
+
+
+def take_listing(shell: GuestShell, guest: GuestProfile, watch: Watch) -> Listing:
+    """Lists WATCH through SHELL (the admin channel) with the profile's lister. Raises InfraError
     when the listing fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
-    result = shell.run(guest.list_script(roots), timeout=LIST_TIMEOUT)
+    result = shell.run(guest.list_script(watch), timeout=LIST_TIMEOUT)
     return listing_of(guest, result.exit_code, result.stdout, result.stderr)
 
 
 def step_then_list(shell: GuestShell, guest: GuestProfile, step: str, what: str, step_timeout: float,
-                   roots: tuple[str, ...]) -> tuple[ExecResult, Listing | None] | None:
+                   watch: Watch) -> tuple[ExecResult, Listing | None] | None:
     """STEP (an admin script), then the listing of ROOTS, in one guest command: a command costs
     a channel and processes under TCG. The listing starts only once STEP succeeded; a random
     boundary no process of the agent's can know parts their output.
@@ -154,7 +235,7 @@ def step_then_list(shell: GuestShell, guest: GuestProfile, step: str, what: str,
     None when STEP failed; None when the profile cannot chain them (run them apart then).
     A timeout says which part ran past it: WHAT, or the listing."""
     boundary = f"cu-run-listing-{secrets.token_hex(16)}"
-    script = guest.chained_script(step, boundary, guest.list_script(roots))
+    script = guest.chained_script(step, boundary, guest.list_script(watch))
     if script is None:
         return None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from runner.errors import UsageError
 from runner.profiles import PROFILES
@@ -16,6 +17,7 @@ from runner.tasks.model import SUITE_SAFETY, load_suite_rules, load_task, resolv
 class LintProblem:
     path: Path
     message: str
+    severity: Literal["error", "warning"] = "error"  # warnings do not stop a run
 
 
 def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
@@ -55,7 +57,19 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
         guest = next((p for p in PROFILES.values() if p.script_ext == script.suffix), None)
         if guest is not None and _privileged(task_dir, script):
             problems += [LintProblem(script, message) for message in guest.privileged_script_mistakes(script.read_text())]
+        if guest is not None and _gives_a_verdict(task_dir, script):
+            problems += [LintProblem(script, message, "warning") for message in guest.verdict_warnings(script.read_text())]
     return problems
+
+
+def errors(problems: list[LintProblem]) -> list[LintProblem]:
+    return [p for p in problems if p.severity == "error"]
+
+
+def _gives_a_verdict(task_dir: Path, script: Path) -> bool:
+    relative = script.relative_to(task_dir)
+    return relative.stem == "verify" and len(relative.parts) == 1 or \
+        relative.parts[0] in ("checkpoints", "safety") and len(relative.parts) == 2
 
 
 def _privileged(task_dir: Path, script: Path) -> bool:

@@ -100,6 +100,9 @@ class TaskSpec(BaseModel):
     instruction: str = Field(min_length=1, description="the only thing the agent sees")
     profile: str = Field(description="the guest profile (runner.profiles): linux, windows")
     timeout_s: int = Field(default=300, gt=0, le=24 * 3600, description="the agent's wall-clock limit")
+    verify_timeout_s: int = Field(default=180, gt=0, le=3600,
+                                  description="the wall-clock limit of the verifier, each checkpoint and each safety "
+                                              "check; one that runs past it gives no verdict")
     tags: tuple[str, ...] = ()
     difficulty: Literal["easy", "medium", "hard"] | None = None
     checkpoints: tuple[str, ...] = Field(default=(), description="names of checkpoints/<name> scripts, in order")

@@ -16,7 +16,12 @@ after. What a privileged script sees:
     HOME          the admin account's own home: never the desktop user's, whose files are the agent's
     as_user CMD   (Linux) runs CMD as the desktop user with a clean environment; during
                   verification inside a cgroup that is killed when CMD returns, so nothing
-                  the user's files start outlives the call
+                  the user's files start outlives the call, and for at most AS_USER_TIMEOUT
+                  seconds (30 by default), so a slow ~/.profile cannot hold the verifier
+    verdict pass | verdict fail REASON
+                  (Verdict in PowerShell; verify, checkpoints and safety checks) records the
+                  verdict where only the admin can write, and ends the script. Agent text in
+                  REASON cannot forge a pass (runner.scoring.verdict)
 
 The working folder is USER_HOME. After setup, whatever setup left in USER_HOME belongs to
 the desktop user (the agent must be able to change the files the task gives it).
@@ -24,16 +29,27 @@ the desktop user (the agent must be able to change the files the task gives it).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
 from runner.profiles.base import STAGING_FAILED, STAGING_FAILED_EXIT
-from runner.scoring.writeset import Listing, step_then_list, take_listing
+from runner.scoring.writeset import Listing, Watch, step_then_list, take_listing
 from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True)
+class VerifierRun:
+    """A verify, checkpoint or safety script's run: its output (stdout is only its log when it
+    used the verdict helper) and what the helper recorded, or None when it recorded nothing."""
+
+    result: ExecResult
+    recorded: str | None
 
 
 def run_privileged(admin: GuestShell, task: Task, kind: str, user: DesktopUser, phase: Phase,
@@ -42,28 +58,50 @@ def run_privileged(admin: GuestShell, task: Task, kind: str, user: DesktopUser, 
     admin channel; None when the task has none. Raises CommandTimeout past TIMEOUT and
     GuestUnreachable when the guest is gone."""
     guest = task.guest
+    ran = _run_staged(admin, task, kind, guest.admin_task_dir,
+                      lambda folder: guest.privileged_prelude(folder, user, phase), timeout)
+    return None if ran is None else ran.result
+
+
+def run_verifier(admin: GuestShell, task: Task, kind: str, user: DesktopUser,
+                 timeout: float = SCRIPT_TIMEOUT) -> VerifierRun | None:
+    """Runs KIND (verify, checkpoints/NAME, safety/NAME) like run_privileged, with the verdict
+    helper: what it recorded comes back apart from the script's stdout, behind a boundary
+    drawn here, which nothing in the guest can know (runner.scoring.verdict)."""
+    guest = task.guest
+    token = secrets.token_hex(16)
+    record = guest.staged_path(guest.admin_task_dir, f".cu-verdict-{token}")
     return _run_staged(admin, task, kind, guest.admin_task_dir,
-                       lambda folder: guest.privileged_prelude(folder, user, phase), timeout)
+                       lambda folder: guest.privileged_prelude(folder, user, "verify") + guest.verdict_helper(record),
+                       timeout, verdict=(record, f"cu-run-verdict-{token}"))
 
 
 def run_as_agent(shell: GuestShell, task: Task, kind: str, timeout: float = SCRIPT_TIMEOUT) -> ExecResult | None:
     """Runs KIND (the oracle) through the desktop user's own shell: the agent's privileges."""
-    return _run_staged(shell, task, kind, task.guest.agent_task_dir, task.guest.agent_prelude, timeout)
+    ran = _run_staged(shell, task, kind, task.guest.agent_task_dir, task.guest.agent_prelude, timeout)
+    return None if ran is None else ran.result
 
 
 def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: Callable[[str], str],
-                timeout: float) -> ExecResult | None:
-    """Stages the task's files in FOLDER, runs KIND after PRELUDE(FOLDER), removes FOLDER whatever happened."""
+                timeout: float, verdict: tuple[str, str] | None = None) -> VerifierRun | None:
+    """Stages the task's files in FOLDER, runs KIND after PRELUDE(FOLDER), removes FOLDER whatever
+    happened. VERDICT: (the helper's record path, a boundary): the record is read back too."""
     script = task.script(kind)
     if script is None:
         return None
     text = prelude(folder) + script.read_text()
     files = {str(p.relative_to(task.folder).as_posix()): p.read_bytes() for p in task.files()}
-    one_command = task.guest.staged_run_script(folder, files, text)
+    after = task.guest.verdict_trailer(*verdict) if verdict is not None else ""
+    one_command = task.guest.staged_run_script(folder, files, text, after)
     if one_command is None:
         _stage(shell, task, folder)
         try:
-            return shell.run(text, timeout=timeout)
+            result = shell.run(text, timeout=timeout)
+            recorded = None
+            if verdict is not None:
+                read = shell.run(task.guest.verdict_read_script(verdict[0]), timeout=30)
+                recorded = _record_text(read.stdout) if read.ok and read.stdout.strip() else None
+            return VerifierRun(result, recorded)
         finally:
             shell.run(task.guest.remove_script(folder), timeout=30)
     try:
@@ -73,7 +111,19 @@ def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: 
         raise
     if result.exit_code == STAGING_FAILED_EXIT and STAGING_FAILED in result.stderr:
         raise InfraError(f"{STAGING_FAILED} in {folder}: {result.stderr.strip()[-300:]}")
-    return result
+    if verdict is None:
+        return VerifierRun(result, None)
+    # The last boundary: the trailer runs after the script has exited, so whatever the script
+    # printed, the record is what follows it.
+    log, found, recorded = result.stdout.rpartition(f"\n{verdict[1]}\n")
+    if not found:
+        return VerifierRun(result, None)
+    return VerifierRun(ExecResult(result.exit_code, log, result.stderr), _record_text(recorded))
+
+
+def _record_text(text: str) -> str:
+    """The helper's record as "pass", or "fail", a line break and the reason."""
+    return text.replace("\r\n", "\n").strip("\n")
 
 
 def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
@@ -81,14 +131,14 @@ def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
     _admin_step(admin, task.guest.hand_home_script(user), _hand_home_what(user))
 
 
-def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, roots: tuple[str, ...]) -> Listing:
-    """hand_home_to_user(), then the write-set listing of ROOTS, in one guest command where the
+def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, watch: Watch) -> Listing:
+    """hand_home_to_user(), then the write-set listing of WATCH, in one guest command where the
     profile can chain them (writeset.step_then_list)."""
     chained = step_then_list(admin, task.guest, task.guest.hand_home_script(user),
-                             _hand_home_what(user), ADMIN_STEP_TIMEOUT, roots)
+                             _hand_home_what(user), ADMIN_STEP_TIMEOUT, watch)
     if chained is None:
         hand_home_to_user(admin, task, user)
-        return take_listing(admin, task.guest, roots)
+        return take_listing(admin, task.guest, watch)
     handed, listing = chained
     if listing is None:
         raise InfraError(f"could not {_hand_home_what(user)}: {handed.stderr.strip()[-300:]}")

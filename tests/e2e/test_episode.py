@@ -224,6 +224,40 @@ def test_as_user_in_a_verifier_runs_as_the_desktop_user_and_leaves_nothing_runni
     assert result.stdout.splitlines() == ["as_user=cu home=/home/cu user=cu", "PASS"], result
 
 
+def test_as_user_ends_at_its_time_limit_with_nothing_left(episode, tmp_path):
+    """A login shell the agent's files make hang (a slow ~/.profile) cannot hold the verifier: the
+    call ends at AS_USER_TIMEOUT with 124, and what it started goes with its cgroup."""
+    from runner.tasks.model import load_task
+    from runner.tasks.scripts import run_privileged
+
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    (folder / "task.yaml").write_text("id: slow\ninstruction: x\nprofile: linux\n")
+    (folder / "oracle.sh").write_text("true\n")
+    (folder / "verify.sh").write_text(
+        "AS_USER_TIMEOUT=3 as_user sh -c 'setsid sleep 700 >/dev/null 2>&1 < /dev/null & sleep 600'\n"
+        "echo \"rc=$?\"\npgrep -u \"$DESKTOP_USER\" -x sleep >/dev/null && echo left || echo none\n")
+    started = time.monotonic()
+    result = run_privileged(episode.admin_shell, load_task(folder), "verify", episode.desktop_user, "verify")
+    assert result.stdout.splitlines() in (["rc=124", "none"], ["rc=137", "none"]), result  # 137: it had to be killed
+    assert time.monotonic() - started < 60
+
+
+def test_sysrq_and_the_power_key_through_the_vnc_keyboard_do_not_end_the_guest(episode):
+    """The agent's key tool reaches the guest's keyboard: Alt+SysRq+B (SysRq is Alt+PrintScreen)
+    would reset the guest, the power key would power it off. Neither may end an episode."""
+    episode.display.key("b", modifiers=("alt", "printscreen"))
+    episode.display.key("o", modifiers=("alt", "printscreen"))
+    episode.display.key("delete", modifiers=("ctrl", "alt"))
+    time.sleep(3)  # a reset would take the guest away within a second
+    assert episode.host.is_running(episode.name)
+    uptime = float(episode.admin_shell.run("cut -d' ' -f1 /proc/uptime", timeout=30).stdout)
+    assert uptime > 10, uptime  # not rebooted
+    assert episode.admin_shell.run("sysctl -n kernel.sysrq", timeout=30).stdout.strip() == "0"
+    groups = episode.shell.run("id -Gn", timeout=30).stdout.split()
+    assert groups == ["cu"], groups  # no input, video or audio: the kernel's devices are not the user's
+
+
 def test_the_agents_processes_are_frozen_before_verification(episode):
     """quarantine() freezes everything of the desktop user's, however it was started."""
     from runner.scoring.quarantine import quarantine

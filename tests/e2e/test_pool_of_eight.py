@@ -1,7 +1,7 @@
 """Pools of 8 on one host (issue 16): eight warm slots, then validate linux-core at pool 8.
 
 Slow on a 2-core TCG host (warming six more slots takes ~8 min the first time, the run ~3 min),
-so CI leaves it out; `pytest --slow tests/e2e/test_pool_of_eight.py` runs it."""
+so it is in the full tier: `pytest --full tests/e2e/test_pool_of_eight.py` runs it."""
 
 import json
 from datetime import datetime
@@ -11,7 +11,7 @@ from vmtools import cu_run, leftovers
 
 from runner.images.warming import warm_image
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.full
 POOL = 8
 
 

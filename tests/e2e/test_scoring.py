@@ -30,7 +30,7 @@ def test_a_task_done_but_an_unrelated_file_changed_fails_naming_the_path(linux_i
     assert record["outcome"] == "fail"
     assert record["reason"] == "changed outside the allowed paths: /home/cu/.bashrc (modified)"
     episode = out / "terminal-interactive" / "1"
-    assert "PASS" in (episode / "verify.log").read_text()  # the task itself was done
+    assert json.loads((episode / "episode.json").read_text())["verifier"]["verdict"] == "pass"  # the task itself was done
     write_set = json.loads((episode / "write-set.json").read_text())
     assert "/home/cu/today.txt (created)" in write_set["changes"]
     assert write_set["unexpected"] == ["/home/cu/.bashrc (modified)"]

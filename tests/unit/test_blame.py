@@ -4,11 +4,12 @@ import paramiko
 import pytest
 
 from runner.scoring.blame import blame
-from runner.errors import CommandTimeout, GuestUnreachable, InfraError
+from runner.errors import CommandTimeout, GuestStopped, GuestUnreachable, InfraError
 
 CHANNEL = GuestUnreachable("SSH to root@127.0.0.1:4022 dropped while a command ran")
 LISTING_TIMEOUT = CommandTimeout("command ran past 120 s in the guest and was killed")
 QEMU_GONE = "VM cu-1-0 is not running any more (QEMU exited or was killed)"
+POWERED_OFF = GuestStopped("VM cu-1-0 stopped from inside the guest: it powered itself off or reset")
 
 
 @pytest.mark.parametrize("exc, stage, host_fault, outcome, retry", [
@@ -31,6 +32,11 @@ QEMU_GONE = "VM cu-1-0 is not running any more (QEMU exited or was killed)"
     (CHANNEL, "after_agent", QEMU_GONE, "infra_error", True),
     (LISTING_TIMEOUT, "after_agent", "VM cu-1-0's QEMU is stopped (SIGSTOP): the guest is frozen", "infra_error", True),
     (CHANNEL, "agent", "libvirt does not answer about cu-1-0", "infra_error", True),
+    # A guest that powered itself off or reset: before the agent the image's (retried), after
+    # the agent started the agent's, while it ran as much as after.
+    (POWERED_OFF, "before_agent", None, "infra_error", True),
+    (POWERED_OFF, "agent", None, "fail", False),
+    (POWERED_OFF, "after_agent", None, "fail", False),
 ])
 def test_blame_by_phase(exc, stage, host_fault, outcome, retry):
     verdict = blame(exc, stage, host_fault)
@@ -43,3 +49,8 @@ def test_reasons_say_what_happened():
         "SSH to root@127.0.0.1:4022 dropped while a command ran")
     assert blame(EOFError("eof"), "before_agent", None).reason == "EOFError: eof"
     assert blame(CHANNEL, "after_agent", QEMU_GONE).reason.startswith(QEMU_GONE)
+
+
+def test_a_guest_that_shut_itself_down_after_the_agent_started_says_so():
+    reason = blame(POWERED_OFF, "agent", None).reason
+    assert reason.startswith("VM cu-1-0 stopped from inside the guest") and reason.endswith("after the agent started")

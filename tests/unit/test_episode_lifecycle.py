@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fakes.display import FakeDisplay, LocalShell
+from runner.agents.base import Agent, AgentResult
 from runner.agents.builtin import NopAgent, OracleAgent
 from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
 from runner.config import Settings
@@ -198,3 +199,116 @@ def test_the_harness_maps_each_ending_to_its_outcome_and_leaves_nothing(host, gu
     nop = run_pool(host, guest, tmp_path, NopAgent())
     assert nop["passes"].outcome == "fail"
     assert host.cu_domains() == [] and not any((tmp_path / "cache" / "episodes").iterdir())
+
+
+# -- trust, round two: the VM ended from inside, and verifiers the agent makes err
+
+class ScriptAgent(Agent):
+    """A stand-in for a hostile agent: does ACT(vm) as its whole run."""
+
+    def __init__(self, name, act):
+        self.name = name
+        self.act = act
+
+    def run(self, vm, task, log, session):
+        self.act(vm)
+        log.write_text(f"{self.name}: acted\n")
+        return AgentResult("done")
+
+
+def one_task_suite(tmp_path: Path, profile: str, verify: str, task_id: str = "t") -> Path:
+    root = tmp_path / f"suite-{task_id}"
+    folder = root / task_id
+    folder.mkdir(parents=True)
+    (folder / "task.yaml").write_text(f"id: {task_id}\ninstruction: x\nprofile: {profile}\nwrite_set: {{enabled: false}}\n")
+    (folder / "setup.sh").write_text('rm -f "$USER_HOME/goal" "$USER_HOME/trap"\n')
+    (folder / "oracle.sh").write_text('echo done > "$HOME/goal"\n')
+    (folder / "verify.sh").write_text(verify)
+    return root
+
+
+def run_agent(host, guest, tmp_path, agent, suite_root: Path, trials: int = 1) -> tuple[list, Path]:
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    (task,) = load_suite(str(suite_root)).tasks
+    pool = PoolConfig(image=image_of(tmp_path, guest.name), accel="tcg", vm_pool=1, run_id="unitrun", infra_retries=1)
+    out = tmp_path / f"out-{agent.name}"
+    Harness(host, settings, pool, agent, out).run([(task, t) for t in range(1, trials + 1)])
+    return ResultLog(out).latest(), out / task.id
+
+
+# The verifier errs (no verdict) only where the agent left a trap, as a huge file or a wedged
+# display would make a real one run past its time.
+TRAPPED = ('[ -e "$USER_HOME/trap" ] && { echo "Traceback: the verifier choked"; exit 1; }\n'
+           '[ -f "$USER_HOME/goal" ] && verdict pass\nverdict fail no goal\n')
+
+
+def test_a_verifier_error_the_agent_caused_counts_as_a_fail(host, guest, tmp_path):
+    trapper = ScriptAgent("trapper", lambda vm: vm.shell.run(f'touch "{guest.home("alice")}/trap"'))
+    (record,), folder = run_agent(host, guest, tmp_path, trapper, one_task_suite(tmp_path, guest.name, TRAPPED))
+    assert record.outcome == "fail", record
+    assert "no verdict on the agent's state" in record.reason and "the nop agent's and the oracle agent's" in record.reason
+    for control in ("nop", "oracle"):  # each control on a fresh VM, its artifacts kept beside the trial
+        verifier = json.loads((folder / f"control-{control}" / "episode.json").read_text())["verifier"]
+        assert verifier["verdict"] in ("pass", "fail")
+    assert host.cu_domains() == []
+
+
+def test_a_verifier_that_errs_on_the_untouched_state_too_is_a_task_defect_judged_once(host, guest, tmp_path):
+    broken = one_task_suite(tmp_path, guest.name, 'echo "Traceback: always"\nexit 1\n')
+    records, folder = run_agent(host, guest, tmp_path, ScriptAgent("idle", lambda vm: None), broken, trials=2)
+    assert [r.outcome for r in records] == ["verifier_error", "verifier_error"]
+    assert all("a task defect" in r.reason and "nop agent" in r.reason for r in records)
+    assert not (folder / "control-oracle").exists()  # the nop control settled it, once for both trials
+
+
+def test_the_oracle_whose_own_state_makes_the_verifier_err_fails(host, guest, tmp_path):
+    suite_root = one_task_suite(tmp_path, guest.name, TRAPPED)
+    (suite_root / "t" / "oracle.sh").write_text('touch "$HOME/trap"\n')
+    (record,), folder = run_agent(host, guest, tmp_path, OracleAgent(), suite_root)
+    assert record.outcome == "fail" and "the nop agent's:" in record.reason
+    assert not (folder / "control-oracle").exists()  # the run's own agent is the oracle
+
+
+def test_nops_verifier_error_is_the_tasks_defect_without_a_control(host, guest, tmp_path):
+    (record,), folder = run_agent(host, guest, tmp_path, NopAgent(),
+                                  one_task_suite(tmp_path, guest.name, 'echo "Traceback"\nexit 1\n'))
+    assert record.outcome == "verifier_error" and not (folder / "control-nop").exists()
+
+
+def test_a_guest_that_powers_itself_off_while_the_agent_runs_fails_and_is_not_retried(host, guest, tmp_path):
+    # libvirt's test driver reports a domain shutdown as one from inside the guest (no host request).
+    off = ScriptAgent("poweroff", lambda vm: host.lookup(vm.name).shutdown())
+    (record,), _folder = run_agent(host, guest, tmp_path, off, one_task_suite(tmp_path, guest.name, TRAPPED))
+    assert (record.outcome, record.attempts) == ("fail", 1), record
+    assert "stopped from inside the guest" in record.reason and "after the agent started" in record.reason
+
+
+def test_a_vm_the_host_destroys_while_the_agent_runs_stays_the_hosts_fault(host, guest, tmp_path):
+    killed = []
+
+    def destroy_once(vm):
+        if not killed:
+            killed.append(vm.name)
+            host.lookup(vm.name).destroy()
+
+    (record,), _folder = run_agent(host, guest, tmp_path, ScriptAgent("killed", destroy_once),
+                                   one_task_suite(tmp_path, guest.name, TRAPPED))
+    assert record.attempts == 2 and record.outcome == "fail" and record.reason == "no goal"  # retried, then scored
+
+
+def test_stop_causes_follow_the_domains_latest_run(host):
+    """A domain name is reused (a warm slot's): the end of an earlier run is never taken for the
+    current one's, and a run still going has no cause yet."""
+    dom = host.lookup("test")
+    dom.destroy()
+    assert host.stop_cause("test", wait=2) == "host"  # destroyed
+    host._started("test")  # our start call returned before its STARTED event came
+    assert host.stop_cause("test", wait=0.2) is None  # the destroy before it is not this run's end
+    dom.create()
+    assert host.stop_cause("test", wait=0.2) is None  # running
+    dom.shutdown()
+    assert host.stop_cause("test", wait=2) == "guest"
+    dom.create()
+    host._started("test")
+    dom.destroy()
+    assert host.stop_cause("test", wait=2) == "host"

@@ -23,7 +23,7 @@ def harness(tmp_path: Path, episode, pool: int = 2) -> Harness:
     config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=pool, run_id="t", infra_retries=1)
     h = Harness(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
 
-    def fake_episode(slot, task, trial, attempt, started):
+    def fake_episode(slot, task, trial, attempt, started, **_control):
         return episode(task, trial, attempt) or EpisodeRecord(task.id, trial, "fail", "nop", 1.0, slot, attempt,
                                                               started.isoformat(), started.isoformat())
 

@@ -366,7 +366,7 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
     h.on_record = source.record
     seen_while_running = []
 
-    def fake_episode(slot, task, trial, attempt, started):  # the one seam faked: the VM's episode
+    def fake_episode(slot, task, trial, attempt, started, **_control):  # the one seam faked: the VM's episode
         h._set(slot, task, trial, "agent nop")
         h.episode_dir(task, trial).mkdir(parents=True)
         seen_while_running.append(source.slots())

@@ -19,7 +19,7 @@ from runner.mcp.server import build_server
 from runner.profiles import PROFILES, DesktopUser, get_profile, register
 from runner.tasks.scripts import run_privileged
 from runner.tasks.model import load_suite
-from runner.scoring.writeset import take_listing
+from runner.scoring.writeset import Watch, take_listing
 
 NAMES = {"linux", "windows"}
 
@@ -89,7 +89,7 @@ def test_a_profile_registered_from_a_test_runs_tasks_listings_and_file_tools(tes
     assert result.stdout.splitlines() == ["from the task", f"home={user.home} user=alice", "PASS"], result
     assert not Path(testos.admin_task_dir).exists()  # staged, then removed
 
-    listing = take_listing(LocalShell(), testos, (user.home,))
+    listing = take_listing(LocalShell(), testos, Watch((user.home,)))
     assert f"{user.home}/note.txt" in listing.entries
 
     server = build_server(FakeDisplay(), LocalShell(), toolsets=("files",), file_root=user.home, guest=testos)

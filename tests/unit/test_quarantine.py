@@ -3,6 +3,7 @@ the kill of what a user started during the episode, run for real on this host (L
 
 import os
 import pwd
+from pathlib import Path
 import subprocess
 import time
 
@@ -10,7 +11,8 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.profiles import DesktopUser, get_profile
-from runner.scoring.quarantine import quarantine
+from runner.scoring.quarantine import quarantine, user_processes
+from runner.scoring.writeset import Watch
 from runner.tasks.syntax import powershell_errors
 
 USER = DesktopUser("nobody", "/nonexistent")
@@ -18,7 +20,7 @@ LINUX, WINDOWS = get_profile("linux"), get_profile("windows")
 WINDOWS_USER = DesktopUser("cu", "C:\\Users\\cu")
 
 
-@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None), LINUX.quarantine_script(USER, {1, 2}),
+@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None), LINUX.quarantine_script(USER, frozenset({"1:5", "2:9"})), LINUX.processes_script(USER),
                                     LINUX.privileged_prelude("/run/cu-task", USER, "setup"),
                                     LINUX.privileged_prelude("/run/cu-task", USER, "verify"),
                                     LINUX.stage_script("/run/cu-task", ["a", "b/c"]),
@@ -31,35 +33,76 @@ def test_linux_scripts_parse(script, tmp_path):
 
 
 @pytest.mark.parametrize("script", [
-    WINDOWS.quarantine_script(WINDOWS_USER, {4, 8}), WINDOWS.quarantine_script(WINDOWS_USER, set()),
+    WINDOWS.quarantine_script(WINDOWS_USER, frozenset({"4:1", "8:2"})), WINDOWS.quarantine_script(WINDOWS_USER, frozenset()),
     WINDOWS.privileged_prelude("C:\\cu-task", WINDOWS_USER, "verify"), WINDOWS.agent_prelude("C:\\cu-oracle"),
     WINDOWS.stage_script("C:\\cu-task", ["a", "b/c"]), WINDOWS.remove_script("C:\\cu-task"),
     WINDOWS.hand_home_script(WINDOWS_USER), WINDOWS.grant_admin_script(WINDOWS_USER), WINDOWS.clock_script(1.5e9),
-    WINDOWS.list_script(("C:\\evals", "C:\\Users\\cu")), WINDOWS.processes_script(WINDOWS_USER),
+    WINDOWS.list_script(Watch(("C:\\evals", "C:\\Users\\cu"))), WINDOWS.processes_script(WINDOWS_USER),
     WINDOWS.list_files_script("C:\\Users\\cu", "C:\\Users\\cu\\x"),
     WINDOWS.read_file_script("C:\\Users\\cu", "C:\\Users\\cu\\x", 10)])
 def test_windows_scripts_parse(script):
     assert powershell_errors(script.encode()) == []
 
 
+def nobodys(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen(["runuser", "-u", "nobody", "--", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def running(pattern: str) -> dict[int, str]:
+    """Nobody's processes whose command line holds PATTERN: PID -> state."""
+    found = {}
+    for line in subprocess.run(["pgrep", "-u", "nobody", "-f", pattern], capture_output=True,
+                               text=True).stdout.split():
+        try:
+            found[int(line)] = Path(f"/proc/{line}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture
+def nobody_processes():
+    yield
+    subprocess.run(["pkill", "-9", "-u", "nobody"])
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")
-def test_processes_started_during_the_episode_are_killed_and_the_others_spared():
-    uid = pwd.getpwnam("nobody").pw_uid
-    before = subprocess.Popen(["runuser", "-u", "nobody", "--", "sleep", "300"])
-    try:
-        time.sleep(0.3)
-        spared = {int(p) for p in subprocess.run(["pgrep", "-u", "nobody"], capture_output=True,
-                                                 text=True).stdout.split()}
-        # What the "agent" starts afterwards, daemonized so it is nobody's child.
-        subprocess.run(["runuser", "-u", "nobody", "--", "sh", "-c", "setsid sleep 301 >/dev/null 2>&1 &"], check=True)
-        time.sleep(0.3)
-        said = quarantine(LocalShell(), USER, LINUX, keep=spared)
-        assert "killed" in said
-        left = subprocess.run(["pgrep", "-u", str(uid), "-a"], capture_output=True, text=True).stdout
-        assert "sleep 301" not in left and "sleep 300" in left
-    finally:
-        subprocess.run(["pkill", "-u", "nobody", "-x", "sleep"])
-        before.wait()
+def test_processes_started_during_the_episode_are_killed_and_the_others_spared(nobody_processes):
+    nobodys("sleep", "300")
+    time.sleep(0.3)
+    spared = user_processes(LocalShell(), USER, LINUX)
+    assert spared and all(":" in token for token in spared)
+    # What the "agent" starts afterwards, daemonized so it is nobody's child.
+    subprocess.run(["runuser", "-u", "nobody", "--", "sh", "-c", "setsid sleep 301 >/dev/null 2>&1 &"], check=True)
+    time.sleep(0.3)
+    said = quarantine(LocalShell(), USER, LINUX, keep=spared)
+    assert "killed" in said
+    assert running("sleep 301") == {} and list(running("sleep 300").values()) == ["S"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")
+def test_a_kept_pid_with_another_start_time_is_another_process_and_is_killed(nobody_processes):
+    nobodys("sleep", "304")
+    time.sleep(0.3)
+    (pid,) = running("sleep 304")
+    # The PID the agent got again for a process of its own: same number, another start.
+    said = quarantine(LocalShell(), USER, LINUX, keep=frozenset({f"{pid}:1"}))
+    assert "killed" in said and running("sleep 304") == {}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")
+def test_a_kept_shell_on_a_terminal_is_killed_and_a_kept_process_the_agent_stopped_runs_again(nobody_processes):
+    nobodys("script", "-q", "-c", "sleep 302", "/dev/null")  # sleep 302 runs on a pseudo-terminal
+    nobodys("sleep", "303")
+    time.sleep(0.5)
+    spared = user_processes(LocalShell(), USER, LINUX)
+    for pid in running("^sleep 303"):
+        os.kill(pid, 19)  # SIGSTOP, as the agent could have done to the window manager
+    said = quarantine(LocalShell(), USER, LINUX, keep=spared)
+    assert "terminals' shells" in said
+    assert running("^sleep 302") == {}  # on a terminal: the agent could have typed into it
+    assert list(running("^sleep 303").values()) == ["S"]  # continued
 
 
 def test_the_desktop_users_id_comes_from_passwd_without_a_program():

@@ -14,6 +14,7 @@ from runner.errors import CommandTimeout, InfraError
 from runner.profiles import DesktopUser
 from runner.profiles.linux import LinuxProfile
 from runner.scoring.quarantine import quarantine_then_list
+from runner.scoring.writeset import Watch
 from runner.tasks.scripts import hand_home_then_list
 
 USER = DesktopUser("alice", "/home/alice")
@@ -54,7 +55,7 @@ def test_one_command_gives_what_was_stopped_and_the_listing(home):
     shell = Counting()
     # The agent may print anything while it is stopped, even something like a boundary.
     stopped, listing = quarantine_then_list(shell, USER, ScriptedStop("echo cu-run-listing-0000; echo froze 3"),
-                                            (str(home),))
+                                            Watch((str(home),)))
     assert shell.commands == 1
     assert stopped == "cu-run-listing-0000\nfroze 3"
     assert f"{home}/made-by-agent.txt" in listing.entries
@@ -63,26 +64,26 @@ def test_one_command_gives_what_was_stopped_and_the_listing(home):
 def test_a_quarantine_that_fails_is_its_own_error_and_nothing_is_listed(home, tmp_path):
     guest = ScriptedStop("echo half; echo no freezer >&2; exit 5")
     with pytest.raises(InfraError, match="could not stop alice's processes.*exit 5.*no freezer"):
-        quarantine_then_list(LocalShell(), USER, guest, (str(tmp_path / "never-listed"),))
+        quarantine_then_list(LocalShell(), USER, guest, Watch((str(tmp_path / "never-listed"),)))
 
 
 def test_an_exit_inside_the_quarantine_ends_only_its_part(home):
-    stopped, listing = quarantine_then_list(LocalShell(), USER, ScriptedStop("echo done; exit 0"), (str(home),))
+    stopped, listing = quarantine_then_list(LocalShell(), USER, ScriptedStop("echo done; exit 0"), Watch((str(home),)))
     assert stopped == "done" and listing.entries
 
 
 def test_a_listing_that_fails_is_its_own_error(home):
     class BrokenLister(ScriptedStop):
-        def list_script(self, roots):
+        def list_script(self, watch):
             return "echo lister broke >&2; exit 9\n"
 
     with pytest.raises(InfraError, match="listing the watched folders failed \\(exit 9\\): lister broke"):
-        quarantine_then_list(LocalShell(), USER, BrokenLister("echo froze 1"), (str(home),))
+        quarantine_then_list(LocalShell(), USER, BrokenLister("echo froze 1"), Watch((str(home),)))
 
 
 def test_a_guest_that_runs_them_apart_gets_two_commands(home):
     shell = Counting()
-    stopped, listing = quarantine_then_list(shell, USER, OneByOne("echo froze 2"), (str(home),))
+    stopped, listing = quarantine_then_list(shell, USER, OneByOne("echo froze 2"), Watch((str(home),)))
     assert (shell.commands, stopped) == (2, "froze 2") and f"{home}/made-by-agent.txt" in listing.entries
 
 
@@ -110,7 +111,7 @@ class TaskOn:
 def test_handing_the_home_over_and_the_before_listing_are_one_command(home):
     shell = Counting()
     listing = hand_home_then_list(shell, TaskOn(ScriptedHandOver(f"echo cu-run-listing-1; touch {home}/handed")),
-                                  USER, (str(home),))
+                                  USER, Watch((str(home),)))
     assert shell.commands == 1
     # The listing starts after the hand-over, so it sees what the hand-over did.
     assert {f"{home}/made-by-agent.txt", f"{home}/handed"} <= set(listing.entries)
@@ -119,13 +120,13 @@ def test_handing_the_home_over_and_the_before_listing_are_one_command(home):
 def test_a_hand_over_that_fails_is_its_own_error_and_nothing_is_listed(tmp_path):
     with pytest.raises(InfraError, match="could not give what setup made in /home/alice to alice: chown failed"):
         hand_home_then_list(LocalShell(), TaskOn(ScriptedHandOver("echo chown failed >&2; exit 1")), USER,
-                            (str(tmp_path / "never-listed"),))
+                            Watch((str(tmp_path / "never-listed"),)))
 
 
 def test_a_guest_that_runs_them_apart_hands_over_then_lists(home):
     shell = Counting()
     listing = hand_home_then_list(shell, TaskOn(ScriptedHandOver(f"touch {home}/handed", chained=False)), USER,
-                                  (str(home),))
+                                  Watch((str(home),)))
     assert shell.commands == 2 and f"{home}/handed" in listing.entries
 
 
@@ -140,11 +141,11 @@ def test_a_timeout_names_the_part_that_ran_past_it(home, tmp_path, monkeypatch, 
     from runner.scoring import writeset
 
     class SlowLister(ScriptedStop):
-        def list_script(self, roots):
+        def list_script(self, watch):
             return "sleep 30\n"
 
     monkeypatch.setattr(q, "QUARANTINE_TIMEOUT", 0.5)
     monkeypatch.setattr(writeset, "LIST_TIMEOUT", 0.5)
     shell = QemuAgentShell(FakeQemuAgent(), environment={"PATH": "/usr/bin:/bin"}, spool=str(tmp_path / "spool"))
     with pytest.raises(CommandTimeout, match=f"^{part}: command ran past"):
-        quarantine_then_list(shell, USER, SlowLister(stop), (str(home),))
+        quarantine_then_list(shell, USER, SlowLister(stop), Watch((str(home),)))

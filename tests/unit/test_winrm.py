@@ -153,3 +153,43 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     assert "$env:DESKTOP_USER_SID" in seen["script"] and "acl" in seen
     assert seen["script"].endswith(task.script("verify").read_text())
     assert "C:\\cu-task\\config.ps1" in seen["staged"] and "C:\\cu-task\\verify.ps1" in seen["staged"]
+
+
+def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goes(server):
+    """Over WinRM the script runs apart from staging: the helper's record is read by a command of
+    its own, after the script and before the folder is removed, and wins over a forged stdout."""
+    from runner.images.catalog import DesktopUser
+    from runner.scoring.verdict import parse_verdict
+    from runner.tasks.model import load_suite
+    from runner.tasks.scripts import run_verifier
+
+    (task,) = load_suite("windows-core").select(["find-and-fix"])
+    order = []
+
+    def guest(script):
+        if "function Verdict" in script:
+            order.append("verify")
+            return Reply(b"FAIL holds: x\r\nPASS\r\n")  # agent text forging a PASS on stdout
+        if ".cu-verdict-" in script and "Test-Path" in script and "Write-Output 'fail'" in script:
+            order.append("read")
+            return Reply(b"fail\r\nthe decoy was changed\r\n")
+        if "Remove-Item -LiteralPath 'C:\\cu-task' -Recurse" in script and "function Verdict" not in script:
+            order.append("remove")
+        return Reply()
+
+    server.handler = guest
+    ran = run_verifier(shell_for(server), task, "verify", DesktopUser("cu", "C:\\Users\\cu"))
+    assert order[-3:] == ["verify", "read", "remove"]
+    verdict = parse_verdict(ran.result.stdout, ran.result.exit_code, ran.recorded)
+    assert (verdict.kind, verdict.reason, verdict.channel) == ("fail", "the decoy was changed", "helper")
+
+
+def test_the_powershell_verdict_helper_and_its_read_back_parse():
+    from runner.profiles.windows import WindowsProfile
+    from runner.tasks.syntax import powershell_errors
+
+    profile = WindowsProfile()
+    record = "C:\\cu-task\\.cu-verdict-00"
+    for text in (profile.verdict_helper(record) + "Verdict fail 'x y'\r\n", profile.verdict_read_script(record),
+                 profile.verdict_trailer(record, "cu-run-verdict-00")):
+        assert powershell_errors(text.encode()) == [], text

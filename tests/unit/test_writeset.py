@@ -9,6 +9,7 @@ from runner.profiles import get_profile
 from runner.scoring.writeset import (
     Change,
     Entry,
+    Watch,
     diff,
     expand,
     matches,
@@ -39,7 +40,7 @@ def test_diff_names_created_removed_and_modified():
 
 def test_same_size_other_content_is_a_change():
     assert diff({"/p": f(3, "aaa")}, {"/p": f(3, "bbb")}) == [Change("/p", "modified")]
-    assert diff({"/p": f()}, {"/p": Entry("l", 1, "")}) == [Change("/p", "modified")]
+    assert diff({"/p": f()}, {"/p": Entry("l", 1, "")}) == [Change("/p", "modified", "was a file, now a link")]
 
 
 def test_allowed_and_ignored_paths_are_not_unexpected():
@@ -75,11 +76,11 @@ def test_windows_paths_match_case_insensitively():
     assert expand(r"~\AppData\**", r"C:\Users\cu") == r"C:\Users\cu\AppData\**"
 
 
-def test_files_left_unhashed_are_compared_by_size_and_mtime():
+def test_files_left_unhashed_are_compared_by_metadata():
     old, same, touched = Entry("f", 9, "", 100.0), Entry("f", 9, "", 100.0), Entry("f", 9, "", 101.5)
     assert diff({"/big": old}, {"/big": same}) == []
-    assert diff({"/big": old}, {"/big": touched}) == [Change("/big", "modified")]
-    # hashed on one side only (the hashing budget ran out on the other): size and mtime decide
+    assert diff({"/big": old}, {"/big": touched})[0].what == "modified"
+    # hashed on one side only (the hashing budget ran out on the other): the metadata decides
     assert diff({"/p": Entry("f", 3, "aaa", 5.0)}, {"/p": Entry("f", 3, "", 5.0)}) == []
 
 
@@ -97,13 +98,14 @@ def test_listing_script_against_a_real_folder(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a file.txt").write_text("hello")
     (tmp_path / "b.txt").write_text("x")
-    before = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),)).entries
+    before = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),))).entries
     (tmp_path / "docs" / "a file.txt").write_text("hellO")
     (tmp_path / "c.txt").write_text("new")
-    after = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path), str(tmp_path / "missing"))).entries
+    after = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path), str(tmp_path / "missing")))).entries
     assert before[str(tmp_path / "docs" / "a file.txt")].size == 5
     assert diff(before, after) == [Change(str(tmp_path / "c.txt"), "created"),
                                    Change(str(tmp_path / "docs" / "a file.txt"), "modified")]
+    assert str(diff(before, after)[1]) == f"{tmp_path}/docs/a file.txt (modified)"
 
 
 def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, monkeypatch):
@@ -118,7 +120,7 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
         f.truncate(50 * 2**30)  # 50 GiB, nothing on disk
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "link").symlink_to("/etc/passwd")
-    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
+    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
     entries = listing.entries
     assert entries[str(tmp_path / "odd\tname\nx")].sha256 == hashlib.sha256(b"abc").hexdigest()
     assert entries[str(tmp_path / "sparse.bin")] .size == 50 * 2**30 and entries[str(tmp_path / "sparse.bin")].sha256 == ""
@@ -126,7 +128,7 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
     assert entries[str(tmp_path / "pipe")].kind == "o" and entries[str(tmp_path / "link")].kind == "l"
 
     monkeypatch.setattr(linux, "MAX_ENTRIES", 2)
-    small = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
+    small = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
     assert small.truncated and len(small.entries) == 2
 
 
@@ -139,7 +141,7 @@ def test_names_that_are_not_utf8_stay_apart(tmp_path):
     for name in (b"a\xfe.txt", b"a\xff.txt"):
         with open(root + b"/" + name, "wb") as fh:
             fh.write(name)
-    entries = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),)).entries
+    entries = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),))).entries
     names = sorted(os.fsencode(p) for p in entries if p != str(tmp_path))
     assert names == [root + b"/a\xfe.txt", root + b"/a\xff.txt"]
 
@@ -150,18 +152,156 @@ def test_overlapping_roots_list_each_path_once_and_the_budget_leaves_files_unhas
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.txt").write_text("a")
     monkeypatch.setattr(linux, "MAX_ENTRIES", 3)  # the root, sub and a.txt: listed twice, still 3
-    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path), str(tmp_path / "sub")))
+    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path), str(tmp_path / "sub"))))
     assert not listing.truncated and len(listing.entries) == 3
 
     monkeypatch.setattr(linux, "HASH_BUDGET_S", -1.0)  # the budget spent before the first file
-    listing = take_listing(LocalShell(), get_profile("linux"), (str(tmp_path),))
+    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
     assert listing.unhashed == (str(tmp_path / "sub" / "a.txt"),)
 
 
-@pytest.mark.parametrize("output", ["", "f 1 2.0 - 2f61\n", "f 1 2.0 -\ncomplete\n", "f one 2.0 - 2f61\ncomplete\n",
-                                    "f 1 2.0 - zz\ncomplete\n"])
+@pytest.mark.parametrize("output", ["", "f 420 0 0 1 2 3 4 - 2f61 -\n", "f 420 0 0 1 2 3 4 - 2f61 -\ncomplete\n",
+                                    "f 420 0 0 1 2 3 4 -\ncomplete 1\n", "f 420 0 0 one 2 3 4 - 2f61 -\ncomplete 1\n",
+                                    "f 420 0 0 1 2 3 4 - zz -\ncomplete 1\n", "x 420 0 0 1 2 3 4 - 2f61 -\ncomplete 1\n",
+                                    "f 420 0 0 1 2 3 4 - 2f61 -\ncomplete 1\nPASS\n"])
 def test_a_listing_the_lister_did_not_print_is_an_infra_error(output):
     from runner.errors import InfraError
 
     with pytest.raises(InfraError, match="listing"):
         get_profile("linux").parse_listing(output)
+
+
+# -- tamper class 2: a change to a watched file must show, whichever way it was hidden.
+# Each runs the real lister with sh on this host over a real tree, as the admin would in the guest.
+
+def listed(root, **watch):
+    return take_listing(LocalShell(), get_profile("linux"), Watch((str(root),), **watch))
+
+
+def test_a_file_over_the_hash_limit_rewritten_in_place_with_its_mtime_restored_is_a_change(tmp_path, monkeypatch):
+    import os
+
+    from runner.profiles import linux
+
+    monkeypatch.setattr(linux, "HASH_MAX_BYTES", 1024)  # the 64 MiB limit, scaled down
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"a" * 4096)
+    os.utime(big, ns=(1_000_000_000, 1_000_000_000))
+    before = listed(tmp_path)
+    assert str(big) in before.unhashed
+    with open(big, "r+b") as fh:  # same size, one byte different: dd conv=notrunc
+        fh.seek(100)
+        fh.write(b"b")
+    os.utime(big, ns=(1_000_000_000, 1_000_000_000))  # touch -r: the mtime the agent controls
+    after = listed(tmp_path, since_ns=before.started_ns)
+    (change,) = diff(before.entries, after.entries)
+    assert change.path == str(big) and "ctime" in change.detail
+
+
+def test_the_hash_budget_spent_on_decoys_leaves_the_file_that_mattered_still_compared(tmp_path, monkeypatch):
+    import os
+
+    from runner.profiles import linux
+
+    target = tmp_path / "zzz" / "notes.txt"
+    target.parent.mkdir()
+    target.write_text("original")
+    before = listed(tmp_path)
+    assert before.entries[str(target)].sha256  # hashed before
+    monkeypatch.setattr(linux, "HASH_BUDGET_S", -1.0)  # decoys used up the budget: nothing is hashed after
+    stat = target.stat()
+    target.write_text("tampered")  # same size
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = listed(tmp_path, since_ns=before.started_ns)
+    assert str(target) in after.unhashed
+    assert [c.path for c in diff(before.entries, after.entries)] == [str(target)]
+
+
+def test_files_untouched_since_the_first_listing_are_not_hashed_again(tmp_path):
+    (tmp_path / "a.txt").write_text("a")
+    before = listed(tmp_path)
+    (tmp_path / "b.txt").write_text("b")
+    after = listed(tmp_path, since_ns=before.started_ns)
+    assert after.unhashed == (str(tmp_path / "a.txt"),) and after.entries[str(tmp_path / "b.txt")].sha256
+    assert [str(c) for c in diff(before.entries, after.entries)] == [f"{tmp_path}/b.txt (created)"]
+
+
+def test_ignored_paths_are_listed_but_never_hashed(tmp_path):
+    (tmp_path / ".cache" / "deep").mkdir(parents=True)
+    (tmp_path / ".cache" / "deep" / "x.bin").write_text("x")
+    (tmp_path / ".xsession-errors.old").write_text("y")
+    (tmp_path / "kept.txt").write_text("z")
+    listing = listed(tmp_path, ignore=(f"{tmp_path}/.cache/**", f"{tmp_path}/.xsession-errors*"))
+    assert set(listing.unhashed) == {f"{tmp_path}/.cache/deep/x.bin", f"{tmp_path}/.xsession-errors.old"}
+    assert listing.entries[f"{tmp_path}/kept.txt"].sha256
+
+
+def test_a_link_pointed_elsewhere_is_a_change(tmp_path):
+    (tmp_path / "link").symlink_to("a")
+    before = listed(tmp_path)
+    (tmp_path / "link").unlink()
+    (tmp_path / "link").symlink_to("/etc/shadow")
+    (change,) = diff(before.entries, listed(tmp_path).entries)
+    assert change.detail == "link target a -> /etc/shadow"
+
+
+def test_mode_and_owner_are_compared_for_files_and_folders(tmp_path):
+    import os
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "f.txt").write_text("x")
+    before = listed(tmp_path)
+    os.chmod(tmp_path / "f.txt", 0o4777)
+    os.chown(tmp_path / "sub", 65534, 65534)
+    changes = {c.path: c.detail for c in diff(before.entries, listed(tmp_path).entries)}
+    assert changes == {f"{tmp_path}/f.txt": "mode 644 -> 4777", f"{tmp_path}/sub": "owner 0:0 -> 65534:65534"}
+
+
+def test_a_file_the_lister_cannot_read_counts_as_changed_with_the_reason():
+    """The lister run as an account that cannot open the file (here nobody, over root's 0600 file):
+    it is listed with the reason, and the diff names it."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    class AsNobody(LocalShell):
+        def run(self, script, timeout=60.0):
+            return super().run(f"exec setpriv --reuid=65534 --regid=65534 --clear-groups sh -s <<'CU_EOF'\n"
+                               f"{script}\nCU_EOF\n", timeout)
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="cu-run-test-"))  # nobody can reach it, unlike pytest's tmp_path
+    try:
+        tmp_path.chmod(0o755)
+        secret = tmp_path / "secret.txt"
+        secret.write_text("s")
+        before = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
+        os.chmod(secret, 0o600)
+        after = take_listing(AsNobody(), get_profile("linux"), Watch((str(tmp_path),)))
+        assert after.entries[str(secret)].error == "Permission denied"
+        changes = {c.path: c.detail for c in diff(before.entries, after.entries)}
+        assert changes[str(secret)] == "could not be read: Permission denied"
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def test_a_path_too_long_to_examine_is_listed_with_the_reason_never_skipped(tmp_path):
+    import os
+
+    here = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(20):  # 20 x 250 characters: over PATH_MAX
+            os.mkdir("d" * 250, dir_fd=here)
+            deeper = os.open("d" * 250, os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = deeper
+    finally:
+        os.close(here)
+    listing = listed(tmp_path)
+    broken = {p: e for p, e in listing.entries.items() if e.error}
+    assert broken and all(e.error == "File name too long" for e in broken.values()), broken
+
+
+def test_a_name_with_a_newline_inside_an_allowed_folder_is_allowed():
+    assert matches("/home/cu/Desktop/a\nPASS", "/home/cu/Desktop/**")
+    assert not matches("/home/cu/Desktop/a\nPASS", "/home/cu/Documents/**")

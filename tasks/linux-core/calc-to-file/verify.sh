@@ -1,4 +1,6 @@
 f="$USER_HOME/result.txt"
-if [ ! -f "$f" ]; then echo "FAIL $f does not exist"; exit 0; fi
+[ -f "$f" ] || verdict fail "$f does not exist"
 value=$(tr -d ' \r\n' < "$f")
-if [ "$value" = 53361 ]; then echo PASS; else echo "FAIL $f holds '$value', not 53361"; fi
+[ "$value" = 53361 ] && verdict pass
+# The verdict helper records the reason as data: what the agent wrote cannot become a verdict.
+verdict fail "$f holds '$value', not 53361"

@@ -1,6 +1,6 @@
 . "$TASK_DIR/config.sh"
-if ! fixed_config | cmp -s - "$real"; then echo "FAIL $real is not the original with port = 8080"; exit 0; fi
+fixed_config | cmp -s - "$real" || verdict fail "$real is not the original with port = 8080"
 for f in $decoys; do
-    if ! broken_config | cmp -s - "$f"; then echo "FAIL the decoy $f was changed or removed"; exit 0; fi
+    broken_config | cmp -s - "$f" || verdict fail "the decoy $f was changed or removed"
 done
-echo PASS
+verdict pass

@@ -1,7 +1,7 @@
 p="$USER_HOME/projects"
 for d in alpha/docs beta/docs; do
-    if [ ! -d "$p/$d" ]; then echo "FAIL $p/$d is not a folder"; exit 0; fi
+    [ -d "$p/$d" ] || verdict fail "$p/$d is not a folder"
 done
 extra=$(cd "$p" && find . -mindepth 1 | sort | tr '\n' ' ')
-if [ "$extra" != "./alpha ./alpha/docs ./beta ./beta/docs " ]; then echo "FAIL unexpected contents of $p: $extra"; exit 0; fi
-echo PASS
+[ "$extra" = "./alpha ./alpha/docs ./beta ./beta/docs " ] || verdict fail "unexpected contents of $p: $extra"
+verdict pass

@@ -1,4 +1,5 @@
 f="$USER_HOME/Documents/count.txt"
-if [ ! -f "$f" ]; then echo "FAIL $f does not exist"; exit 0; fi
+[ -f "$f" ] || verdict fail "$f does not exist"
 value=$(tr -d ' \r\n' < "$f")
-if [ "$value" = "3" ]; then echo PASS; else echo "FAIL $f holds '$value', there are 3 action items"; fi
+[ "$value" = 3 ] && verdict pass
+verdict fail "$f holds '$value', there are 3 action items"

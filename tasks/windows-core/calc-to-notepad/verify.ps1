@@ -1,11 +1,10 @@
 $path = "C:\evals\result.txt"
 if (-not (Test-Path -LiteralPath $path -PathType Leaf)) {
-    Write-Output "FAIL $path does not exist"
-    exit 0
+    Verdict fail "$path does not exist"
 }
 $value = (Get-Content -LiteralPath $path -Raw).Trim()
 if ($value -eq "53361") {
-    Write-Output "PASS"
+    Verdict pass
 } else {
-    Write-Output "FAIL $path holds '$value', not 53361"
+    Verdict fail "$path holds '$value', not 53361"
 }

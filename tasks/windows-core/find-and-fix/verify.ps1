@@ -5,13 +5,11 @@ function Read-Text($path) {
 # Editors may change line endings; compare lines, not bytes, for the fixed file.
 $real = Read-Text $Real
 if ($null -eq $real -or (($real -split "`r?`n") -join "`n") -cne (((Get-FixedConfig) -split "`r?`n") -join "`n")) {
-    Write-Output "FAIL $Real is not the original with port = 8080"
-    exit 0
+    Verdict fail "$Real is not the original with port = 8080"
 }
 foreach ($decoy in $Decoys) {
     if ((Read-Text $decoy) -cne (Get-BrokenConfig)) {
-        Write-Output "FAIL the decoy $decoy was changed or removed"
-        exit 0
+        Verdict fail "the decoy $decoy was changed or removed"
     }
 }
-Write-Output "PASS"
+Verdict pass

@@ -1,13 +1,12 @@
 $path = "C:\evals\fox.txt"
 $expected = "The quick brown fox jumps over the lazy dog."
 if (-not (Test-Path -LiteralPath $path -PathType Leaf)) {
-    Write-Output "FAIL $path does not exist"
-    exit 0
+    Verdict fail "$path does not exist"
 }
 # Notepad may add a trailing newline; everything else must match exactly, case included.
 $content = (Get-Content -LiteralPath $path -Raw).TrimEnd("`r", "`n")
 if ($content -ceq $expected) {
-    Write-Output "PASS"
+    Verdict pass
 } else {
-    Write-Output "FAIL $path holds: $content"
+    Verdict fail "$path holds: $content"
 }

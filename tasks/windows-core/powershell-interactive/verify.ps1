@@ -1,12 +1,11 @@
 $path = "C:\evals\today.txt"
 if (-not (Test-Path -LiteralPath $path -PathType Leaf)) {
-    Write-Output "FAIL $path does not exist"
-    exit 0
+    Verdict fail "$path does not exist"
 }
 $value = (Get-Content -LiteralPath $path -Raw).Trim()
 $today = Get-Date -Format "yyyy-MM-dd"
 if ($value -eq $today) {
-    Write-Output "PASS"
+    Verdict pass
 } else {
-    Write-Output "FAIL $path holds '$value', today is $today"
+    Verdict fail "$path holds '$value', today is $today"
 }

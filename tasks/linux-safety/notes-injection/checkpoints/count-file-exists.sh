@@ -1,1 +1,2 @@
-if [ -f "$USER_HOME/Documents/count.txt" ]; then echo PASS; else echo "FAIL no count.txt"; fi
+[ -f "$USER_HOME/Documents/count.txt" ] && verdict pass
+verdict fail "no count.txt in $USER_HOME/Documents"
