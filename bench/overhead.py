@@ -46,7 +46,7 @@ def _slot_gap(records) -> float | None:
         by_slot.setdefault(r.slot, []).append(r)
     for mine in by_slot.values():
         mine.sort(key=lambda r: r.started_at)
-        for before, after in zip(mine, mine[1:]):
+        for before, after in zip(mine, mine[1:], strict=False):
             gaps.append((datetime.fromisoformat(after.started_at) - datetime.fromisoformat(before.ended_at)).total_seconds())
     return round(statistics.median(gaps), 2) if gaps else None
 

@@ -7,7 +7,8 @@ import logging
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -39,9 +40,9 @@ app.add_typer(cluster_app, name="cluster")
 con = make_console()
 err = make_console(stderr=True)
 
-CacheDir = Annotated[Optional[Path], typer.Option("--cache-dir", envvar="CU_RUN_HOME",
+CacheDir = Annotated[Path | None, typer.Option("--cache-dir", envvar="CU_RUN_HOME",
                                                   help="Image catalog and episode files [default: ~/.cache/cu-run]")]
-LibvirtUri = Annotated[Optional[str], typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
+LibvirtUri = Annotated[str | None, typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
                                                    help="libvirt connection [default: qemu:///system]")]
 class AccelChoice(StrEnum):
     auto = "auto"
@@ -85,14 +86,14 @@ def version() -> None:
 def image_build(
     name: Annotated[str, typer.Argument(help="built-in image to build: linux-test or windows-11")],
     force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
-    iso: Annotated[Optional[Path], typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
-    virtio_iso: Annotated[Optional[Path], typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,
-    python_installer: Annotated[Optional[Path], typer.Option(
+    iso: Annotated[Path | None, typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
+    virtio_iso: Annotated[Path | None, typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,
+    python_installer: Annotated[Path | None, typer.Option(
         "--python-installer", help="windows-11: python-3.13.x-amd64.exe")] = None,
-    evals_seed: Annotated[Optional[Path], typer.Option("--evals-seed", help="windows-11: files for C:\\evals")] = None,
-    iso_sha256: Annotated[Optional[str], typer.Option("--iso-sha256", help="windows-11: expected sha256 of --iso")] = None,
-    virtio_sha256: Annotated[Optional[str], typer.Option("--virtio-sha256")] = None,
-    python_sha256: Annotated[Optional[str], typer.Option("--python-sha256")] = None,
+    evals_seed: Annotated[Path | None, typer.Option("--evals-seed", help="windows-11: files for C:\\evals")] = None,
+    iso_sha256: Annotated[str | None, typer.Option("--iso-sha256", help="windows-11: expected sha256 of --iso")] = None,
+    virtio_sha256: Annotated[str | None, typer.Option("--virtio-sha256")] = None,
+    python_sha256: Annotated[str | None, typer.Option("--python-sha256")] = None,
     licence_days: Annotated[int, typer.Option("--licence-days", help="windows-11: evaluation licence length; 0: none")] = 90,
     accel: AccelOpt = AccelChoice.auto,
     cache_dir: CacheDir = None,
@@ -138,8 +139,7 @@ def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, eval
                            evals_seed=evals_seed or DEFAULT_SEED, iso_sha256=iso_sha256, virtio_sha256=virtio_sha256,
                            python_sha256=python_sha256, licence_days=licence_days, accel=chosen)
     with err.status(f"building {name}") as status:
-        image = build_windows_image(catalog, name, inputs,
-                                    progress=lambda line: (status.update(f"building {name}: {line}"), err.print(line)))
+        image = build_windows_image(catalog, name, inputs, progress=_status_and_log(status, err, f"building {name}"))
     m = image.manifest
     con.print(f"{m.name}: built in {m.build_seconds / 60:.0f} min\n  disk {image.disk} "
               f"({m.disk_bytes / 2**30:.1f} GiB, sha256 {m.disk_sha256[:16]}...), licence until {m.licence_expires}")
@@ -214,7 +214,7 @@ def image_warm(
     try:
         with err.status(f"warming {name}") as status:
             done = warm_image(host, settings, image, slots, chosen, force=force,
-                              progress=lambda line: (status.update(f"warming {name}: {line}"), err.print(line)))
+                              progress=_status_and_log(status, err, f"warming {name}"))
     finally:
         host.close()
     total = sum(s.bytes for s in done)
@@ -268,12 +268,13 @@ def gc(
 
 LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
 LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
-LiveHostOpt = Annotated[str, typer.Option("--live-host", help="the live view's address; beyond loopback, read docs/live.md first")]
+LiveHostOpt = Annotated[str, typer.Option("--live-host",
+                                           help="the live view's address; beyond loopback, read docs/live.md first")]
 LiveControlOpt = Annotated[bool, typer.Option(
     "--live-control", help="the live view may take the mouse and keyboard; every input is recorded as an intervention")]
-SelectionOpt = Annotated[Optional[Path], typer.Option(
+SelectionOpt = Annotated[Path | None, typer.Option(
     "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
-ClusterOpt = Annotated[Optional[str], typer.Option(
+ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
 
 
@@ -318,20 +319,27 @@ def vm_up(
 @app.command()
 def mcp(
     image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
-    tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files, accessibility")] = "screen,mouse,keyboard",
+    tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files, accessibility")] = (
+        "screen,mouse,keyboard"),
     file_root: Annotated[str, typer.Option("--file-root", help="folder the file tools are confined to")] = "/home/cu",
-    max_steps: Annotated[Optional[int], typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
-    trajectory: Annotated[Optional[Path], typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
+    trajectory: Annotated[Path | None, typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
-    attach: Annotated[Optional[str], typer.Option("--attach", help="serve this VNC screen (vnc://HOST:PORT) instead of a fresh VM")] = None,
-    password_file: Annotated[Optional[Path], typer.Option("--password-file", help="--attach: a file holding the VNC password")] = None,
-    ssh: Annotated[Optional[str], typer.Option("--ssh", help="--attach: the guest shell, USER@HOST:PORT, for the file tools")] = None,
-    key: Annotated[Optional[Path], typer.Option("--key", help="--attach --ssh: the private key")] = None,
-    host_key: Annotated[Optional[str], typer.Option("--host-key", help="--attach --ssh: the guest's host key, pinned")] = None,
-    guest_agent: Annotated[Optional[str], typer.Option("--guest-agent", help="--attach --ssh: the guest agent's command, for the accessibility tools")] = None,
+    attach: Annotated[str | None, typer.Option(
+        "--attach", help="serve this VNC screen (vnc://HOST:PORT) instead of a fresh VM")] = None,
+    password_file: Annotated[Path | None, typer.Option(
+        "--password-file", help="--attach: a file holding the VNC password")] = None,
+    ssh: Annotated[str | None, typer.Option(
+        "--ssh", help="--attach: the guest shell, USER@HOST:PORT, for the file tools")] = None,
+    key: Annotated[Path | None, typer.Option("--key", help="--attach --ssh: the private key")] = None,
+    host_key: Annotated[str | None, typer.Option("--host-key", help="--attach --ssh: the guest's host key, pinned")] = None,
+    guest_agent: Annotated[str | None, typer.Option(
+        "--guest-agent", help="--attach --ssh: the guest agent's command, for the accessibility tools")] = None,
     profile: Annotated[str, typer.Option("--profile", help="--attach --ssh: the guest's profile (linux, windows)")] = "linux",
-    pointer_offset: Annotated[int, typer.Option("--pointer-offset", help="--attach: pixels the guest's pointer lands short (an image manifest's pointer_offset)")] = 0,
-    full_refresh: Annotated[bool, typer.Option("--full-refresh", help="--attach: a full VNC refresh per screenshot instead of the background mirror")] = False,
+    pointer_offset: Annotated[int, typer.Option(
+        "--pointer-offset", help="--attach: pixels the guest's pointer lands short (an image manifest's pointer_offset)")] = 0,
+    full_refresh: Annotated[bool, typer.Option(
+        "--full-refresh", help="--attach: a full VNC refresh per screenshot instead of the background mirror")] = False,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     live: LiveOpt = False,
@@ -467,12 +475,12 @@ def check(
 
 
 SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
-TasksOpt = Annotated[Optional[str], typer.Option("--tasks", help="comma-separated task ids [default: all]")]
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]")]
 PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
 TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
 RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
-ImageOpt = Annotated[Optional[str], typer.Option("--image", help="catalog image [default: by the suite's profile]")]
+ImageOpt = Annotated[str | None, typer.Option("--image", help="catalog image [default: by the suite's profile]")]
 
 
 def _comma_list(text: str | None) -> tuple[str, ...]:
@@ -489,23 +497,25 @@ def run(
     trials: TrialsOpt = 1,
     out: OutOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="finish the run in --out, redoing nothing finished")] = False,
-    fail_under: Annotated[Optional[float], typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
+    fail_under: Annotated[float | None, typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
     image: ImageOpt = None,
     tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
-    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="tool calls per episode; then timeout")] = None,
-    agent_cmd: Annotated[Optional[str], typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="tool calls per episode; then timeout")] = None,
+    agent_cmd: Annotated[str | None, typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
-    agent_script: Annotated[str, typer.Option("--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
+    agent_script: Annotated[str, typer.Option(
+        "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
     record: RecordOpt = False,
-    gate: Annotated[GateChoice, typer.Option("--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
+    gate: Annotated[GateChoice, typer.Option(
+        "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cluster: ClusterOpt = None,
     selection: SelectionOpt = None,
-    mcp_server: Annotated[Optional[str], typer.Option(
+    mcp_server: Annotated[str | None, typer.Option(
         "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
                              "instead of cu-run's tools")] = None,
-    mcp_server_url: Annotated[Optional[str], typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
+    mcp_server_url: Annotated[str | None, typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
     live: LiveOpt = False,
     live_port: LivePortOpt = 0,
     live_host: LiveHostOpt = "127.0.0.1",
@@ -575,7 +585,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]
 @export_app.command("inspect")
 def export_inspect_log(
     run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]")] = None,
 ) -> None:
     """Write the run as an Inspect eval log: `inspect view` opens it, read_eval_log reads it."""
     from runner.runs.inspect_export import export_inspect
@@ -644,8 +654,9 @@ def tasks_select(
     count: Annotated[int, typer.Option("--count", min=1, help="tasks to keep")],
     out: Annotated[Path, typer.Option("--out", help="the selection file to write, e.g. selection.yaml")],
     suite: SuiteOpt = "linux-core",
-    exclude_ids: Annotated[Optional[Path], typer.Option("--exclude-ids", help="a file of task ids to leave out, one per line")] = None,
-    exclude_tags: Annotated[Optional[str], typer.Option("--exclude-tags", help="comma-separated tags to leave out")] = None,
+    exclude_ids: Annotated[Path | None, typer.Option(
+        "--exclude-ids", help="a file of task ids to leave out, one per line")] = None,
+    exclude_tags: Annotated[str | None, typer.Option("--exclude-tags", help="comma-separated tags to leave out")] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="the no-agent baseline: nop, or none to keep every task")] = "nop",
     vm_pool: PoolOpt = 1,
     image: ImageOpt = None,
@@ -720,7 +731,7 @@ def study_run(
 def host_join(
     address: Annotated[str, typer.Argument(help="the Ray head's HOST:PORT")],
     slots: Annotated[int, typer.Option("--slots", min=1, help="episodes this machine runs at once")] = 1,
-    name: Annotated[Optional[str], typer.Option("--name", help="this host's name [default: the hostname]")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="this host's name [default: the hostname]")] = None,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -782,6 +793,14 @@ def cluster_status_cmd(
         table.add_row(escape(h["name"]), h["version"], str(h["slots"]), h["accel"].upper(),
                       escape(f"{h['facts']['cpu']} x{h['facts']['cores']}"), images, warm, escape(flight))
     con.print(table)
+
+
+def _status_and_log(status, console, what: str) -> Callable[[str], None]:
+    """A progress callback: each line on the status bar after WHAT, and printed."""
+    def progress(line: str) -> None:
+        status.update(f"{what}: {line}")
+        console.print(line)
+    return progress
 
 
 def main() -> None:

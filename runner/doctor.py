@@ -132,7 +132,8 @@ def _disk(cache_dir: Path) -> Check:
     free = free_bytes(cache_dir) / 2**30
     detail = f"{free:.1f} GiB free at {cache_dir}"
     if free < MIN_FREE_GIB:
-        return Check("disk", "fail", detail, f"free space or move the cache: CU_RUN_HOME=/bigger/disk (need {MIN_FREE_GIB:.0f}+ GiB)")
+        return Check("disk", "fail", detail,
+                     f"free space or move the cache: CU_RUN_HOME=/bigger/disk (need {MIN_FREE_GIB:.0f}+ GiB)")
     if free < WANT_FREE_GIB:
         return Check("disk", "warn", detail, f"images and overlays grow: {WANT_FREE_GIB:.0f}+ GiB is comfortable")
     return Check("disk", "ok", detail)

@@ -408,7 +408,7 @@ class EpisodeVM:
             # A stopped QEMU does not answer its monitor: a screenshot would wait for ever.
             if self._display is not None and self.host_fault() is None:
                 (dest / "last-screen.png").write_bytes(self._display.screenshot())
-        except Exception as exc:  # artifacts are best effort; teardown must still run
+        except Exception as exc:  # noqa: BLE001 - artifacts are best effort; teardown must still run
             log.warning("could not keep all artifacts of %s: %s", self.name, exc)
 
     def teardown(self, interrupted: bool = False) -> list[str]:
@@ -418,7 +418,7 @@ class EpisodeVM:
             what, undo = self._undo.pop()
             try:
                 undo()
-            except BaseException as exc:  # one failed step must not skip the rest
+            except BaseException as exc:  # noqa: BLE001 - one failed step must not skip the rest
                 failed.append(f"{what}: {exc}")
                 log.warning("teardown of %s: %s failed: %s", self.name, what, exc)
         self._shell = None

@@ -41,7 +41,7 @@ def collect_garbage(host: Host, settings: Settings, *, everything: bool = False)
         try:
             host.destroy(dom.name)
             report.removed.append(f"domain {dom.name}")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - one leftover that cannot be removed must not stop the rest
             report.failed.append(f"domain {dom.name}: {exc}")
             continue
         _remove_folder(dom.tag.workdir, settings.episodes_dir, report)

@@ -18,7 +18,7 @@ def color_fraction(png: bytes, color: str, tolerance: int = 8) -> float:
     target = hex_to_rgb(color)
     raw = image.resize((160, 100), Image.NEAREST).tobytes()
     pixels = [raw[i:i + 3] for i in range(0, len(raw), 3)]
-    close = sum(1 for p in pixels if all(abs(a - b) <= tolerance for a, b in zip(p, target)))
+    close = sum(1 for p in pixels if all(abs(a - b) <= tolerance for a, b in zip(p, target, strict=False)))
     return close / len(pixels)
 
 

@@ -68,7 +68,7 @@ def run_selfcheck(vm: EpisodeVM, out: Path | None = None) -> list[CheckResult]:
             detail, ok = f"skipped: {exc}", True
         except CheckFailed as exc:
             detail, ok = str(exc), False
-        except Exception as exc:  # a check that crashed failed; the others still run
+        except Exception as exc:  # noqa: BLE001 - a check that crashed failed; the others still run
             detail, ok = f"{type(exc).__name__}: {exc}", False
         results.append(CheckResult(name, ok, detail, round(time.monotonic() - started, 2)))
     return results

@@ -30,7 +30,7 @@ class Agent(ABC):
     name: str
     needs_mcp = False  # True: the harness hands run() an MCP session for the episode
 
-    def preflight(self, tasks: tuple[Task, ...]) -> None:
+    def preflight(self, tasks: tuple[Task, ...]) -> None:  # noqa: B027 - a hook with nothing to check by default
         """Raises UsageError when the agent cannot run these tasks at all (missing CLI, key, script)."""
 
     @abstractmethod

@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import httpx2
 from mcp import Client
+from mcp.types import TextContent
 from mcp.client.streamable_http import streamable_http_client
 
 from runner.agents.base import Agent, AgentResult
@@ -95,7 +96,7 @@ class ScriptedAgent(Agent):
     @staticmethod
     async def _call(number: int, step: ToolStep, client: Client, lines: list[str]) -> AgentResult | None:
         result = await client.call_tool(step.tool, step.args)
-        text = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+        text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
         lines.append(f"{number}: {step.tool} {step.args} -> "
                      f"{'ERROR ' if result.is_error else ''}{text or result.content[0].type}")
         if result.is_error:

@@ -272,6 +272,6 @@ def _quiet_disconnect(client) -> None:
     client.timeout = DISCONNECT_TIMEOUT
     try:
         client.disconnect()
-    except Exception:
+    except Exception:  # noqa: BLE001 - closing is best effort
         pass
 

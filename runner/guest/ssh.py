@@ -135,7 +135,7 @@ class SshShell(GuestShell):
         # The guest kills the script at TIMEOUT; the host stops waiting a little later.
         command = f"exec {self._env_prefix}timeout -k 2 {max(1, round(timeout))} sh -s"
         try:
-            channel = client.get_transport().open_session(timeout=10)  # type: ignore[union-attr]
+            channel = client.get_transport().open_session(timeout=10)
             channel.exec_command(command)
             channel.sendall(script.encode())
             channel.shutdown_write()
@@ -160,7 +160,7 @@ class SshShell(GuestShell):
                     if channel.eof_received or channel.closed or time.monotonic() - exited_at > _EOF_GRACE:
                         break
                     time.sleep(0.01)  # status_event stays set now: poll, do not spin
-                elif channel.closed or not channel.get_transport().is_active():  # type: ignore[union-attr]
+                elif channel.closed or not channel.get_transport().is_active():
                     raise GuestUnreachable(f"SSH to {self.address} dropped while a command ran")
                 elif time.monotonic() > deadline:
                     break

@@ -177,7 +177,7 @@ class WinRmShell(GuestShell):
             finally:
                 try:
                     protocol.close_shell(shell_id)
-                except Exception:
+                except Exception:  # noqa: BLE001 - cleanup of a failed command is best effort
                     pass  # the shell dies with the guest's WinRM service anyway
 
     def _unreachable(self, exc: BaseException) -> BaseException:
@@ -238,5 +238,5 @@ class WinRmShell(GuestShell):
     def _terminate(protocol: Protocol, shell_id: str, command_id: str) -> None:
         try:
             protocol.cleanup_command(shell_id, command_id)
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing is best effort
             pass  # deleting the shell (in _session) ends the process tree regardless

@@ -58,7 +58,8 @@ def probe_kvm(kernel: Path | None, *, timeout: float = PROBE_SECONDS) -> AccelPr
                     return AccelProbe(True, f"a kernel booted under KVM and printed its banner in {took:.1f} s")
                 if proc.poll() is not None:
                     err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-                    return AccelProbe(False, f"QEMU could not start under KVM: {err.splitlines()[-1] if err else proc.returncode}")
+                    last = err.splitlines()[-1] if err else proc.returncode
+                    return AccelProbe(False, f"QEMU could not start under KVM: {last}")
                 time.sleep(0.1)
             return AccelProbe(
                 False, f"/dev/kvm opens but a kernel under KVM printed nothing in {timeout:.0f} s (nested KVM hangs)"

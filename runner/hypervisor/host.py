@@ -75,7 +75,7 @@ class Host(Protocol):
     def screenshot(self, name: str) -> tuple[str, bytes]:
         """NAME's screen: (mime type, image bytes), faster than a VNC frame."""
 
-    def agent_command(self, name: str, command: dict, timeout: float) -> object:
+    def agent_command(self, name: str, command: dict[str, object], timeout: float) -> object:
         """Sends COMMAND ({"execute": ..., "arguments": ...}) to NAME's QEMU guest agent and returns
         its answer's "return" value. Raises GuestUnreachable when the agent does not answer (not
         connected yet, or gone) and runner.guest.qga.AgentCommandFailed when it answers an error."""

@@ -232,7 +232,7 @@ class LibvirtHost:
     def restore(self, ram: Path, domain_xml: str) -> libvirt.virDomain:
         """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved;
         disk, ports and file paths may differ), running."""
-        name = ET.fromstring(domain_xml).findtext("name")
+        name = ET.fromstring(domain_xml).findtext("name") or ""
         try:
             self._call(lambda c: c.restoreFlags(str(ram), domain_xml, libvirt.VIR_DOMAIN_SAVE_RUNNING))
         except libvirt.libvirtError as exc:

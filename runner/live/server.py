@@ -66,7 +66,7 @@ class LiveServer:
 
     @property
     def url(self) -> str:
-        host = self._http.server_address[0]
+        host = str(self._http.server_address[0])
         return f"http://{host}:{self.port}/?token={self.token}"
 
     def start(self) -> LiveServer:

@@ -3,8 +3,9 @@
 Any VNC endpoint will do: a lab machine, a VM started by hand or by `cu-run vm up`, another
 tool's sandbox. Screen, mouse and keyboard go over VNC; capture too, as there is no libvirt
 here to take a screendump: from a second connection kept current with incremental updates
-(runner.display.vnc_mirror), or, with fast_capture off, a full refresh per screenshot. The file tools need a guest shell, given as SSH with a pinned
-host key; the accessibility tools also need the guest agent's command on that guest.
+(runner.display.vnc_mirror), or, with fast_capture off, a full refresh per screenshot. The
+file tools need a guest shell, given as SSH with a pinned host key; the accessibility tools
+also need the guest agent's command on that guest.
 """
 
 from __future__ import annotations

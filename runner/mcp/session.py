@@ -50,6 +50,7 @@ def proxy_session(vm: EpisodeVM, folder: Path, external: ExternalServer, *, max_
     """Like mcp_session, with an external MCP server's tools behind cu-run's recording proxy
     (runner.mcp.proxy); the server is started for this episode and stopped with it."""
     trajectory = Trajectory(folder, max_steps=max_steps)
+    assert vm.endpoints is not None, "a started VM has its endpoints"
     vnc_host, vnc_port = vm.endpoints.vnc.rsplit(":", 1)
     filled = external.filled(vnc_host, int(vnc_port))
     external_session = ExternalSession(filled, env=external_env(vm.vnc_password), errlog=folder / "mcp-server.log")

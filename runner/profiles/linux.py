@@ -32,7 +32,7 @@ from runner.profiles.base import (
 from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
 
 if TYPE_CHECKING:
-    from runner.images.catalog import Image
+    from runner.images.catalog import Image, SshAccess
 
 # A verdict printed on stdout (the older contract), and one that carries data: an expansion
 # after PASS/FAIL in the same echo or printf.
@@ -75,20 +75,22 @@ class LinuxProfile(GuestProfile):
         return None
 
     def shell_port(self, manifest) -> int:
-        return manifest.ssh.port
+        return _ssh(manifest).port
 
     def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
-        ssh = image.manifest.ssh
+        ssh = _ssh(image.manifest)
         user = SshShell(host, port, ssh.user, image.path(ssh.private_key), ssh.host_key)
         if image.manifest.qemu_agent and agent is not None and ssh.admin_user == "root":
             # No login to wait for after a restore: the agent runs as root, ready in the saved state.
             return Shells(user=user, admin=QemuAgentShell(agent, environment=ADMIN_ENV,
                                                           workdir=ADMIN_ENV["HOME"]))
+        if ssh.admin_private_key is None:
+            raise InfraError(f"image {image.name} has no admin key", fix=f"cu-run image build {image.name} --force")
         return Shells(user=user, admin=SshShell(host, port, ssh.admin_user, image.path(ssh.admin_private_key),
                                                 ssh.host_key, environment=ADMIN_ENV))
 
     def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
-        ssh = image.manifest.ssh
+        ssh = _ssh(image.manifest)
         key = image.path(ssh.private_key)
         return ShellEndpoint("ssh", {"host": host, "port": port, "user": ssh.user, "key": str(key)},
                              f"ssh -i {key} -p {port} -o StrictHostKeyChecking=no {ssh.user}@{host}")
@@ -335,6 +337,13 @@ class LinuxProfile(GuestProfile):
         return f"cat {shlex.quote(path)} 2>/dev/null"
 
 
+def _ssh(manifest) -> SshAccess:
+    """The image's SSH access; access_problem() refused an image without it when it was loaded."""
+    if manifest.ssh is None:
+        raise InfraError(f"image {manifest.name} has no SSH access in its manifest")
+    return manifest.ssh
+
+
 def _code_of(line: str) -> str:
     """LINE without its comment (roughly: a # that starts a word)."""
     if line.lstrip().startswith("#"):
@@ -346,8 +355,8 @@ def _from_hex(text: str) -> str:
     return bytes.fromhex(text).decode("utf-8", "surrogateescape")
 
 
-RUN_FILE = ".cu-run-script"
-MAX_RECORD = 4096  # bytes of a recorded FAIL reason read back: it may hold agent data of any size  # the prelude and the task's script, in the staged folder
+RUN_FILE = ".cu-run-script"  # the prelude and the task's script, in the staged folder
+MAX_RECORD = 4096  # bytes of a recorded FAIL reason read back: it may hold agent data of any size
 _END_OF_FILES = "CU_RUN_END_OF_FILES"
 
 

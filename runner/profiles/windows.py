@@ -13,13 +13,21 @@ import ntpath
 import re
 from typing import TYPE_CHECKING
 
+from runner.errors import InfraError
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
 from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
 
 if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
-    from runner.images.catalog import Image
+    from runner.images.catalog import Image, WinRmAccess
+
+
+def _winrm(manifest) -> WinRmAccess:
+    """The image's WinRM access; access_problem() refused an image without it when it was loaded."""
+    if manifest.winrm is None:
+        raise InfraError(f"image {manifest.name} has no WinRM access in its manifest")
+    return manifest.winrm
 
 
 MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
@@ -57,16 +65,18 @@ class WindowsProfile(GuestProfile):
         return None
 
     def shell_port(self, manifest) -> int:
-        return manifest.winrm.port
+        return _winrm(manifest).port
 
     def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         # WinRM is the Windows admin channel (the design's verifier transport), agent or not.
-        winrm = image.manifest.winrm
+        winrm = _winrm(image.manifest)
+        if winrm.admin_user is None or winrm.admin_password is None:
+            raise InfraError(f"image {image.name} has no verifier account", fix=f"rebuild it: cu-run image build {image.name}")
         return Shells(user=WinRmShell(host, port, winrm.user, winrm.password, transport=winrm.transport),
                       admin=WinRmShell(host, port, winrm.admin_user, winrm.admin_password, transport=winrm.transport))
 
     def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
-        user = image.manifest.winrm.user
+        user = _winrm(image.manifest).user
         return ShellEndpoint("winrm", {"host": host, "port": port, "user": user, "endpoint": f"http://{host}:{port}/wsman"},
                              f"WinRM http://{host}:{port}/wsman as {user} (password in the image manifest)")
 
@@ -156,7 +166,8 @@ class WindowsProfile(GuestProfile):
             "        if ($_.PSIsContainer) { \"d`t0`t$ticks`t`t$($_.FullName)\" }\n"
             "        else {\n"
             "            $hash = ''\n"
-            f"            if ($_.Length -le {HASH_MAX_BYTES} -and ((Get-Date) - $started).TotalSeconds -lt {HASH_BUDGET_S:g}) {{\n"
+            f"            if ($_.Length -le {HASH_MAX_BYTES} -and "
+            f"((Get-Date) - $started).TotalSeconds -lt {HASH_BUDGET_S:g}) {{\n"
             "                $hash = (Get-FileHash -LiteralPath $_.FullName -Algorithm SHA256).Hash\n"
             "            }\n"
             "            \"f`t$($_.Length)`t$ticks`t$hash`t$($_.FullName)\"\n"

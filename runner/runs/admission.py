@@ -41,7 +41,7 @@ class Admission:
 
 def per_vm_mib(memory_mib: int, accel: str) -> int:
     """The most host memory one VM of MEMORY_MIB may take under ACCEL."""
-    tb_cache = DomainSpec.__dataclass_fields__["tb_cache_mib"].default if accel == "tcg" else 0
+    tb_cache = int(DomainSpec.__dataclass_fields__["tb_cache_mib"].default) if accel == "tcg" else 0  # type: ignore[arg-type]
     return memory_mib + tb_cache + QEMU_OVERHEAD_MIB
 
 

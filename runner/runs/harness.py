@@ -98,7 +98,7 @@ class PoolConfig:
 class Scored:
     """What one episode came to, beyond its outcome."""
 
-    outcome: str
+    outcome: Outcome
     reason: str
     agent: AgentResult
     verifier: dict
@@ -396,13 +396,14 @@ class Harness:
     @staticmethod
     def _score(agent_result: AgentResult, verdict: Verdict, verdict_log: dict, checkpoints: dict[str, bool],
                violations: list[Violation], changed: list[Change], check_errors: list[str]) -> Scored:
-        scored = Scored("", "", agent_result, verdict_log, checkpoints, violations, changed, check_errors)
+        scored = Scored("fail", "", agent_result, verdict_log, checkpoints, violations, changed, check_errors)
         if agent_result.ended == "timeout":
             scored.outcome, scored.reason = "timeout", agent_result.reason
         elif agent_result.ended == "error":
             scored.outcome, scored.reason = "agent_error", agent_result.reason
         else:
-            scored.outcome = {"pass": "pass", "fail": "fail", "error": "verifier_error"}[verdict.kind]
+            outcomes: dict[str, Outcome] = {"pass": "pass", "fail": "fail", "error": "verifier_error"}
+            scored.outcome = outcomes[verdict.kind]
             scored.reason = verdict.reason
             if scored.outcome == "pass" and changed:
                 shown = ", ".join(str(c) for c in changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
@@ -591,8 +592,8 @@ class Harness:
 
     def _set(self, slot: int, task: Task, trial: int, phase: str) -> None:
         now = self.status.get(slot)
-        same = now is not None and (now.task_id, now.trial) == (task.id, trial)
-        self.status[slot] = SlotStatus(task.id, trial, phase, episode_since=now.episode_since if same else time.monotonic())
+        since = now.episode_since if now is not None and (now.task_id, now.trial) == (task.id, trial) else time.monotonic()
+        self.status[slot] = SlotStatus(task.id, trial, phase, episode_since=since)
 
     # -- warm slots and teardown
 

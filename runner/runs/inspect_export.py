@@ -76,7 +76,8 @@ def _sample(run_dir: Path, record: EpisodeRecord, instruction: str, run: dict):
         metadata={"task_id": record.task_id, "trial": record.trial, "outcome": record.outcome,
                   "reason": record.reason, "host": run.get("host"), "image_sha256": run.get("image", {}).get("sha256"),
                   "phases": record.phases, "violations": record.violations, "write_set": record.changed,
-                  "check_errors": record.check_errors, "intervened": record.intervened, "verifier_output": _text(episode / "verify.log")},
+                  "check_errors": record.check_errors, "intervened": record.intervened,
+                  "verifier_output": _text(episode / "verify.log")},
         started_at=record.started_at or None, completed_at=record.ended_at or None,
         total_time=record.duration_s,
     )
@@ -86,7 +87,7 @@ def _tool_events(episode: Path) -> list:
     from inspect_ai.event import ToolEvent
     from inspect_ai.model import ContentImage, ContentText
 
-    events = []
+    events: list = []
     path = episode / "trajectory.jsonl"
     if not path.is_file():
         return events

@@ -267,7 +267,7 @@ def _marks(entry: dict) -> list[tuple[int, ...]]:
     return []
 
 
-def _img(path: Path, width: int, marks: list[tuple[int, ...]] = ()) -> str:
+def _img(path: Path, width: int, marks: tuple[tuple[int, ...], ...] | list[tuple[int, ...]] = ()) -> str:
     """An <img> with the picture inline: a JPEG thumbnail WIDTH pixels wide, MARKS drawn on it
     (a ring at each point, a line with a ring at its end for each drag)."""
     try:

@@ -104,7 +104,7 @@ class Standbys:
         for slot in slots:
             self.discard(slot)
 
-    def destroy_all(self, destroy: Callable[[str], None]) -> None:
+    def destroy_all(self, destroy: Callable[[str], object]) -> None:
         """Kills every standby's domain now (the run is stopping), so a start in progress fails fast."""
         with self._lock:
             names = [s.vm.name for s in self._by_slot.values()]

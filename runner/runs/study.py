@@ -169,7 +169,7 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
         _write_study_json(out_dir, study, arms, previous)
         work = interleaved(work, [t.id for t in first.plan.tasks], [a.arm.name for a in arms])
         console.print(f"study {out_dir}: {len(work)} episodes to go over {len(arms)} arms, pool {machine.vm_pool}")
-        with _all_finishing(arms, console):
+        with _AllFinishing(arms, console):
             _interleave(arms, work, machine.vm_pool)
     finally:
         machine.host.close()
@@ -250,7 +250,7 @@ def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots:
         raise
 
 
-class _all_finishing:
+class _AllFinishing:
     """finishing() for every arm at once: an interrupted study still writes every arm's reports."""
 
     def __init__(self, arms: list[ArmRun], console: Console) -> None:
@@ -264,7 +264,7 @@ class _all_finishing:
         for m in self.managers:
             try:
                 m.__exit__(*exc)
-            except BaseException:
+            except BaseException:  # noqa: BLE001 - every arm finishes, whatever one raised
                 pass  # each re-raises what the study is unwinding with; it is raised once, below
         return False
 

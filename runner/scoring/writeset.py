@@ -100,7 +100,7 @@ def expand(pattern: str, home: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def _compile(pattern: str, case_insensitive: bool) -> re.Pattern:
+def _compile(pattern: str, case_insensitive: bool) -> re.Pattern[str]:
     out = []
     i = 0
     while i < len(pattern):
@@ -162,7 +162,7 @@ def what_changed(old: Entry, new: Entry) -> str | None:
     told = []
     if _differ(old.mode, new.mode):
         told.append(f"mode {old.mode:o} -> {new.mode:o}")
-    if _differ(old.owner, new.owner):
+    if old.owner is not None and new.owner is not None and old.owner != new.owner:
         told.append(f"owner {old.owner[0]}:{old.owner[1]} -> {new.owner[0]}:{new.owner[1]}")
     if old.kind == "l" and _differ(old.target, new.target):
         told.append(f"link target {old.target} -> {new.target}")

@@ -319,7 +319,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     """YAML without anchors and aliases: a task file never needs them, and a 'billion laughs'
     of nested aliases would turn a small file into a gigantic value."""
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+    def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in task files",

@@ -46,7 +46,7 @@ def test_vm_up_prints_endpoints_and_sigterm_removes_everything(host, linux_image
         ssh = endpoints["ssh"]
         assert ssh["host"] == "127.0.0.1" and ssh["user"] == "cu"
         shell = SshShell(ssh["host"], ssh["port"], ssh["user"], ssh["key"], linux_image.manifest.ssh.host_key)
-        assert shell.run("hostname", timeout=20).stdout.strip() == "cu-guest"
+        assert shell.run("hostname", timeout=60).stdout.strip() == "cu-guest"
         shell.close()
         assert host.is_running(endpoints["domain"])
     finally:

@@ -113,6 +113,7 @@ def test_status_shows_each_host_s_slots_images_and_warm_states(local_cluster, li
         assert h["warm"][linux_image.name] == [0] and h["in_flight"] == []
 
 
+@pytest.mark.full  # a rarer path; leases without VMs: tests/unit/test_cluster_host.py
 def test_a_killed_driver_s_vms_are_destroyed_by_the_hosts(local_cluster, host, tmp_path):
     driver = subprocess.Popen([sys.executable, "-m", "runner", "run", "--suite", "linux-core", "--agent", "oracle",
                                "--cluster", local_cluster["address"], "--out", str(tmp_path / "run")],
@@ -135,6 +136,7 @@ def test_a_killed_driver_s_vms_are_destroyed_by_the_hosts(local_cluster, host, t
     assert sorted(r["task_id"] for r in records) == LINUX_CORE and {r["outcome"] for r in records} == {"pass"}
 
 
+@pytest.mark.full  # host join: the default tier's cluster is cluster local, the same node start
 def test_a_machine_joins_as_a_host_and_leaves_on_sigterm(local_cluster, tmp_path):
     joined = subprocess.Popen([sys.executable, "-m", "runner", "host", "join", local_cluster["address"], "--slots", "1",
                                "--name", "joined", "--cache-dir", str(tmp_path / "joined")],
@@ -155,6 +157,7 @@ def test_a_machine_joins_as_a_host_and_leaves_on_sigterm(local_cluster, tmp_path
     assert {h["name"] for h in json.loads(status.stdout)["hosts"]} == {"host-0", "host-1"}
 
 
+@pytest.mark.full  # a rarer path; lost hosts without VMs: tests/unit/test_cluster_dispatch.py
 def test_a_host_killed_mid_run_loses_no_episode(local_cluster, host, tmp_path):
     out = tmp_path / "run"
     driver = subprocess.Popen([sys.executable, "-m", "runner", "run", "--suite", "linux-core", "--agent", "oracle",
@@ -176,4 +179,4 @@ def test_a_host_killed_mid_run_loses_no_episode(local_cluster, host, tmp_path):
     wait_for(lambda: not _cluster_domains(host), 180, "no domain left on either host")
     for h in local_cluster["hosts"]:
         settings = Settings.resolve(Path(h["cache_dir"]))
-        wait_for(lambda: leftovers(host, settings) == [], 180, f"{h['name']} to collect its leftovers")
+        wait_for(lambda s=settings: leftovers(host, s) == [], 180, f"{h['name']} to collect its leftovers")

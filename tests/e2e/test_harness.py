@@ -1,5 +1,6 @@
 """The harness on real VMs: validate linux-core, a pool of two, interrupt and resume, honest outcomes."""
 
+import pytest
 import json
 import select
 import shutil
@@ -22,6 +23,7 @@ def results(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.full  # cold boots: test_episode.py's VM; validate at pool 2: test_warm_start.py
 def test_validate_linux_core_on_a_pool_of_two(linux_image, host, settings, tmp_path):
     """Cold on purpose: the boot path stays covered while the other e2e tests start warm."""
     out = tmp_path / "validate"

@@ -29,7 +29,7 @@ HUMAN_FILE = "/home/cu/human-was-here"
 def share_of(png: bytes, colour: tuple[int, int, int]) -> float:
     data = Image.open(io.BytesIO(png)).convert("RGB").resize((160, 100)).tobytes()
     pixels = [data[i:i + 3] for i in range(0, len(data), 3)]
-    return sum(1 for p in pixels if all(abs(a - b) <= 12 for a, b in zip(p, colour))) / len(pixels)
+    return sum(1 for p in pixels if all(abs(a - b) <= 12 for a, b in zip(p, colour, strict=False))) / len(pixels)
 
 
 def fetch(url: str) -> tuple[int, bytes]:

@@ -20,7 +20,8 @@ def test_a_task_done_but_an_unrelated_file_changed_fails_naming_the_path(linux_i
     (suite / "terminal-interactive" / "ui_sloppy.yaml").write_text(
         "- {tool: computer_use_mouse_click, args: {x: 200, y: 150}}\n"
         "- wait_for: {focused: XTerm, timeout: 30}\n"
-        "- {tool: computer_use_keyboard_type, args: {text: \"date +%F > ~/today.txt; echo alias ll=ls >> ~/.bashrc; cd /tmp\\n\"}}\n"
+        "- {tool: computer_use_keyboard_type, args: "
+        "{text: \"date +%F > ~/today.txt; echo alias ll=ls >> ~/.bashrc; cd /tmp\\n\"}}\n"
         "- wait_for: {window: ': /tmp$', timeout: 60}\n")
     out = tmp_path / "run"
     result = cu_run("run", "--suite", str(suite), "--agent", "scripted", "--agent-script", "ui_sloppy.yaml",

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import paramiko
 
@@ -83,7 +83,7 @@ class FakeSshServer:
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._transports: list[paramiko.Transport] = []
 
-    def __enter__(self) -> "FakeSshServer":
+    def __enter__(self) -> FakeSshServer:
         self._thread.start()
         return self
 

@@ -47,7 +47,8 @@ def test_an_unexpected_exception_is_recorded_with_its_traceback_and_the_queue_go
     broken = records["calc-to-file"]
     assert broken.outcome == "infra_error" and broken.attempts == 2 and "KeyError: 'surprise'" in broken.reason
     for attempt in (1, 2):  # each attempt kept in a folder of its own, traceback and all
-        assert "KeyError: 'surprise'" in (tmp_path / "calc-to-file" / f"1.infra-attempt-{attempt}" / "runner-error.txt").read_text()
+        kept = tmp_path / "calc-to-file" / f"1.infra-attempt-{attempt}" / "runner-error.txt"
+        assert "KeyError: 'surprise'" in kept.read_text()
 
 
 def test_a_channel_broken_after_the_agent_counts_and_is_not_retried(tmp_path):

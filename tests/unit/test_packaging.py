@@ -31,7 +31,8 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
          "from runner.config import DATA_ROOT, recipe_dir; from runner.images.linux_test import GUEST_AGENT_DIR, recipe_hash;"
          "from runner.images.windows_11 import TEMPLATE_DIR;"
          "print(DATA_ROOT); print(recipe_hash(recipe_dir('linux-test')));"
-         "print((recipe_dir('linux-test') / 'rootfs/home/cu/.xinitrc').is_file(), (GUEST_AGENT_DIR / 'cu_guest_agent.py').is_file(),"
+         "print((recipe_dir('linux-test') / 'rootfs/home/cu/.xinitrc').is_file(), "
+         "(GUEST_AGENT_DIR / 'cu_guest_agent.py').is_file(),"
          "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file())"],
         capture_output=True, text=True, cwd=tmp_path, timeout=60)
     data_root, digest, found = where.stdout.splitlines()

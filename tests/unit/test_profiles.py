@@ -173,7 +173,8 @@ def _linux_image(tmp_path: Path, *, qemu_agent: bool):
         name="linux-test", profile="linux", disk="disk.qcow2", disk_sha256=sha256_file(folder / "disk.qcow2"),
         disk_bytes=6, screen=ScreenSize(width=1280, height=800), credentials=Credentials(user="cu", password="cu"),
         built_at=datetime.now(UTC), build_seconds=1.0, builder="test", qemu_agent=qemu_agent,
-        ssh=SshAccess(user="cu", private_key="keys/client_key", host_key=" ".join((folder / "keys" / "client_key.pub").read_text().split()[:2]),
+        ssh=SshAccess(user="cu", private_key="keys/client_key",
+                      host_key=" ".join((folder / "keys" / "client_key.pub").read_text().split()[:2]),
                       admin_user="root", admin_private_key="keys/admin_key"),
     )
     (folder / "manifest.json").write_text(json.dumps(manifest.model_dump(mode="json")))

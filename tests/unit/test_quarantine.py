@@ -20,7 +20,8 @@ LINUX, WINDOWS = get_profile("linux"), get_profile("windows")
 WINDOWS_USER = DesktopUser("cu", "C:\\Users\\cu")
 
 
-@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None), LINUX.quarantine_script(USER, frozenset({"1:5", "2:9"})), LINUX.processes_script(USER),
+@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None),
+                                    LINUX.quarantine_script(USER, frozenset({"1:5", "2:9"})), LINUX.processes_script(USER),
                                     LINUX.privileged_prelude("/run/cu-task", USER, "setup"),
                                     LINUX.privileged_prelude("/run/cu-task", USER, "verify"),
                                     LINUX.stage_script("/run/cu-task", ["a", "b/c"]),

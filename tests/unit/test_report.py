@@ -86,7 +86,7 @@ def test_chromium_shows_the_screenshots(tmp_path):
     colours = {c for _n, c in image.getcolors(maxcolors=1 << 20)}
 
     def shown(rgb):  # JPEG thumbnails shift colours a little
-        return any(all(abs(a - b) <= 12 for a, b in zip(c, rgb)) for c in colours)
+        return any(all(abs(a - b) <= 12 for a, b in zip(c, rgb, strict=False)) for c in colours)
 
     assert shown(INITIAL) and shown(FINAL) and shown(STEP)
 

@@ -1,7 +1,6 @@
 """The retry predicate of the SSH shell, against tables of transient and permanent errors."""
 
 import errno
-import socket
 
 import paramiko
 import pytest
@@ -30,7 +29,7 @@ TRANSIENT = [
     paramiko.ssh_exception.NoValidConnectionsError({("127.0.0.1", 2222): ConnectionRefusedError()}),
     paramiko.SSHException("Error reading SSH protocol banner"),
     EOFError(),
-    socket.timeout("timed out"),
+    TimeoutError("timed out"),
     OSError(errno.EHOSTUNREACH, "No route to host"),
 ]
 
