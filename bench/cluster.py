@@ -32,10 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
-from runner.images.catalog import Catalog  # noqa: E402
+from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.images.warming import warm_image  # noqa: E402
-from runner.session import resolve_accel  # noqa: E402
 
 
 def cu_run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -74,13 +72,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     settings = Settings.resolve()
-    image = Catalog(settings.images_dir).get("linux-test")
-    accel, _ = resolve_accel(settings, image, "auto")
-    host = LibvirtHost(settings.libvirt_uri)
-    try:
-        warm_image(host, settings, image, 2, accel, progress=lambda _line: None)
-    finally:
-        host.close()
+    with open_scope(settings, ScopeRequest("linux-test", start="cold", vm_pool=2)) as scope:
+        warm_image(scope.host, settings, scope.image, 2, scope.accel, progress=lambda _line: None)
 
     samples: dict[str, list[dict]] = {"local": [], "cluster": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,7 +40,8 @@ def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str,
     minute, passes and infra errors."""
     from rich.console import Console
 
-    from runner.runs.run import RunRequest, run_suite
+    from runner.runs.request import RunRequest
+    from runner.runs.run import run_suite
 
     request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
                          start="warm", standby=standby)

@@ -20,11 +20,10 @@ from common import emit, summarize, timed  # noqa: E402
 
 from runner.images.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
+from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
 from runner.hypervisor.overlay import create_overlay  # noqa: E402
 from runner.images.linux_test import LINUX_TEST, build_image  # noqa: E402
-from runner.session import resolve_accel  # noqa: E402
 
 
 def main() -> None:
@@ -52,11 +51,10 @@ def main() -> None:
         n = iter(range(10**6))
         results["overlay_create"] = summarize(timed(lambda: create_overlay(image.disk, Path(tmp) / f"o{next(n)}.qcow2"), 20))
 
-    accel, _probe = resolve_accel(settings, image, "auto")
-    results["accel"] = accel
-    host = LibvirtHost(settings.libvirt_uri)
     shell_ready, desktop_ready, domain_start, teardown = [], [], [], []
-    try:
+    with open_scope(settings, ScopeRequest(image.name, start="cold")) as scope:
+        accel, host = scope.accel, scope.host
+        results["accel"] = accel
         for i in range(args.starts):
             vm = EpisodeVM(host, image, settings, run_id=f"bench{os.getpid()}", slot=i,
                            options=EpisodeOptions(accel=accel))
@@ -70,8 +68,6 @@ def main() -> None:
             started = time.perf_counter()
             vm.teardown()
             teardown.append(time.perf_counter() - started)
-    finally:
-        host.close()
     results["cold_start_to_domain_running"] = summarize(domain_start)
     results["cold_start_to_shell_ready"] = summarize(shell_ready)
     results["cold_start_to_desktop_on_screen"] = summarize(desktop_ready)

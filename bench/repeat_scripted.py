@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.runs.run import RunRequest, run_suite  # noqa: E402
+from runner.runs.request import RunRequest
+from runner.runs.run import run_suite  # noqa: E402
 
 TASKS = "editor-write-save,folder-tree,calc-to-file"
 

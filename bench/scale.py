@@ -20,10 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
+from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
-from runner.images.catalog import Catalog  # noqa: E402
-from runner.images.start_plan import plan_start  # noqa: E402
 
 TARGET_MIB_PER_VM = 0.6 * 1000**3 / 2**20
 
@@ -38,21 +36,18 @@ def pss_mib(pid: int) -> float:
 
 def idle_pss(settings: Settings, pool: int) -> list[float]:
     """POOL VMs restored and idle, the desktop on screen: each one's QEMU PSS."""
-    host = LibvirtHost(settings.libvirt_uri)
-    image = Catalog(settings.images_dir).get("linux-test")
-    plan = plan_start("warm", host, image, "tcg", settings.libvirt_uri, pool)
     vms = []
-    try:
-        for slot in range(pool):
-            vm = EpisodeVM(host, image, settings, run_id="scale", slot=slot,
-                           options=EpisodeOptions(accel="tcg"), warm=plan.slots[slot])
-            vm.start()
-            vms.append(vm)
-        return [round(pss_mib(int(Path(f"/run/libvirt/qemu/{vm.name}.pid").read_text())), 1) for vm in vms]
-    finally:
-        for vm in vms:
-            vm.teardown()
-        host.close()
+    with open_scope(settings, ScopeRequest("linux-test", accel="tcg", start="warm", vm_pool=pool)) as scope:
+        try:
+            for slot in range(scope.vm_pool):
+                vm = EpisodeVM(scope.host, scope.image, settings, run_id="scale", slot=slot,
+                               options=EpisodeOptions(accel=scope.accel), warm=scope.start.slots[slot])
+                vm.start()
+                vms.append(vm)
+            return [round(pss_mib(int(Path(f"/run/libvirt/qemu/{vm.name}.pid").read_text())), 1) for vm in vms]
+        finally:
+            for vm in vms:
+                vm.teardown()
 
 
 def main() -> None:

@@ -20,10 +20,9 @@ from common import emit, summarize  # noqa: E402
 
 from runner.images.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
+from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
 from runner.images.linux_test import LINUX_TEST, build_image  # noqa: E402
-from runner.session import resolve_accel  # noqa: E402
 from runner.images.warming import warm_image  # noqa: E402
 
 
@@ -54,9 +53,8 @@ def main() -> None:
 
     settings = Settings.resolve()
     image, _ = build_image(Catalog(settings.images_dir), LINUX_TEST, progress=lambda _l: None)
-    accel, _probe = resolve_accel(settings, image, "auto")
-    host = LibvirtHost(settings.libvirt_uri)
-    try:
+    with open_scope(settings, ScopeRequest(image.name, start="cold")) as scope:
+        accel, host = scope.accel, scope.host
         started = time.perf_counter()
         (slot,) = warm_image(host, settings, image, 1, accel, progress=lambda _l: None)
         warm_setup_s = round(time.perf_counter() - started, 1)
@@ -64,8 +62,6 @@ def main() -> None:
         for _ in range(args.n):
             samples["cold"].append(one_start(host, settings, image, accel, None))
             samples["warm"].append(one_start(host, settings, image, accel, slot))
-    finally:
-        host.close()
 
     results: dict = {"accel": accel, "n": args.n, "warm_slot_setup_s": warm_setup_s,
                      "warm_slot_made_in_s": slot.state.warm_seconds,

@@ -31,13 +31,13 @@ from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, 
 from runner.hypervisor.host import Host
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
-from runner.episode_domain import NVRAM_FILE, episode_domain_spec
+from runner.episode_domain import EPISODE_NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, ShellEndpoint
 from runner.images.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 
-OWNER_FILE = "owner.json"
+EPISODE_OWNER_FILE = "owner.json"
 SHELL_READY_TIMEOUT = 240.0
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
@@ -205,7 +205,7 @@ class EpisodeVM:
         if manifest.firmware is not None:
             # Each episode boots from its own variable store: what Windows writes to NVRAM stays here.
             source = self.warm.nvram if self.warm else self.image.path(manifest.firmware.vars)
-            shutil.copyfile(source, self.workdir / NVRAM_FILE)
+            shutil.copyfile(source, self.workdir / EPISODE_NVRAM_FILE)
         self.timings.mark("overlay", t)
         t = time.monotonic()
         shell_port = self._start_domain(owner)
@@ -235,7 +235,7 @@ class EpisodeVM:
         self.workdir.mkdir(mode=0o700)  # the overlay, the NVRAM and the serial log are the run's alone
         self._undo.append(("remove episode folder", lambda: shutil.rmtree(self.workdir, ignore_errors=True)))
         owner = me()
-        (self.workdir / OWNER_FILE).write_text(json.dumps({
+        (self.workdir / EPISODE_OWNER_FILE).write_text(json.dumps({
             "run_id": self.run_id, "slot": self.slot, "domain": self.name,
             "owner_pid": owner.pid, "owner_start": owner.start,
         }))
@@ -324,8 +324,8 @@ class EpisodeVM:
             self._display.close()
         self.host.save(self.name, ram)
         shutil.move(self.workdir / "overlay.qcow2", disk)
-        if nvram is not None and (self.workdir / NVRAM_FILE).exists():
-            shutil.move(self.workdir / NVRAM_FILE, nvram)
+        if nvram is not None and (self.workdir / EPISODE_NVRAM_FILE).exists():
+            shutil.move(self.workdir / EPISODE_NVRAM_FILE, nvram)
 
     def _wait_shell(self, shell: GuestShell) -> None:
         deadline = time.monotonic() + self.options.shell_timeout

@@ -9,7 +9,7 @@ from runner.images.catalog import Image
 from runner.hypervisor.domain_xml import Accel, DirectKernel, DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi
 from runner.owner import Owner
 
-NVRAM_FILE = "OVMF_VARS.fd"  # each episode's own copy of the UEFI variable store, in its folder
+EPISODE_NVRAM_FILE = "OVMF_VARS.fd"  # each episode's own copy of the UEFI variable store, in its folder
 
 
 def episode_domain_spec(
@@ -34,7 +34,7 @@ def episode_domain_spec(
         serial_log=workdir / "serial.log",
         tag=EpisodeTag(run_id or identity.pool, identity.slot, owner.pid, owner.start, workdir),
         boot=DirectKernel(image.path(m.boot.kernel), image.path(m.boot.initrd), m.boot.cmdline) if m.boot else None,
-        firmware=Uefi(Path(m.firmware.code), workdir / NVRAM_FILE) if m.firmware else None,
+        firmware=Uefi(Path(m.firmware.code), workdir / EPISODE_NVRAM_FILE) if m.firmware else None,
         forwards=(PortForward(shell_port, m.shell_port),),
         memory_mib=memory_mib or m.memory_mib,
         run_as=run_as_for(libvirt_uri),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runner.images.catalog import Catalog
 from runner.config import Settings
-from runner.episode import OWNER_FILE
+from runner.episode import EPISODE_OWNER_FILE
 from runner.hypervisor.host import Host
 from runner.owner import Owner
 from runner.images.warm_state import list_slots, warm_root
@@ -81,7 +81,7 @@ def _collect_warm(settings: Settings, everything: bool, report: GcReport) -> Non
 
 def folder_owner(folder: Path) -> Owner | None:
     try:
-        data = json.loads((folder / OWNER_FILE).read_text())
+        data = json.loads((folder / EPISODE_OWNER_FILE).read_text())
         return Owner(int(data["owner_pid"]), int(data["owner_start"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no readable owner: a start that died before writing it

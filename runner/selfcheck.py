@@ -1,10 +1,14 @@
-"""The conformance checks every episode VM must pass, run against a live one.
+"""The conformance checks every GuestShell and Display must pass, and every episode VM.
 
-Screen size and content, a click landing where it was aimed (seen from inside the
-guest), typed text with shifted symbols arriving exactly, exec exit codes and
-timeouts, a file round trip. `cu-run check` runs them; the e2e tests assert on them.
-What differs between guests comes from the image's profile (runner.profiles); the click
-and typing checks need the profile's desktop probe and are skipped without one.
+The shell checks (exec exit codes, a timeout that kills, a file round trip) take any
+GuestShell and its profile; the display checks (screen size and content, a click landing
+where it was aimed) take any Display and a way to read where the pointer went. So the real
+backends (SSH, WinRM, the QEMU guest agent, VNC) and the fakes the unit tests stand on
+(LocalShell, FakeDisplay, the recording proxies around them) are held to the same contract.
+`run_selfcheck` runs them all on an episode VM, the pointer read from inside the guest, and
+the typing check (shifted symbols arriving exactly). `cu-run check` runs it; the e2e tests
+assert on it. The click and typing checks need the profile's desktop probe and are skipped
+without one.
 
 Checks raise CheckFailed, never assert: `python -O` strips asserts.
 """
@@ -20,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.agents.conditions import DisplayObserver, WaitFor, wait_for
+from runner.display.base import Display
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout
 from runner.guest.agent import GuestAgent
+from runner.guest.base import GuestShell
+from runner.profiles import GuestProfile
 from runner.screen import color_fraction, is_blank, png_size
 
 TYPED_TEXT = "hello-cu"
@@ -51,98 +58,111 @@ class CheckResult:
 
 
 def run_selfcheck(vm: EpisodeVM, out: Path | None = None) -> list[CheckResult]:
-    checks: list[tuple[str, Callable[[EpisodeVM, Path | None], str]]] = [
-        ("exec", check_exec),
-        ("exec timeout", check_exec_timeout),
-        ("file round trip", check_files),
-        ("screenshot", check_screenshot),
-        ("click lands", check_click),
-        ("typing", check_typing),
-    ]
-    results = []
-    for name, check in checks:
-        started = time.monotonic()
-        try:
-            detail, ok = check(vm, out), True
-        except Skipped as exc:
-            detail, ok = f"skipped: {exc}", True
-        except CheckFailed as exc:
-            detail, ok = str(exc), False
-        except Exception as exc:  # noqa: BLE001 - a check that crashed failed; the others still run
-            detail, ok = f"{type(exc).__name__}: {exc}", False
-        results.append(CheckResult(name, ok, detail, round(time.monotonic() - started, 2)))
+    """Every check on a live episode VM."""
+    guest, manifest = vm.image.manifest.guest, vm.image.manifest
+    results = run_shell_checks(vm.shell, guest)
+    results += run_display_checks(vm.display, (manifest.screen.width, manifest.screen.height), manifest.desktop_color,
+                                  click_at=None if guest.desktop_probe is None else guest.desktop_probe.empty_point,
+                                  pointer=lambda: _guest_pointer(vm), out=out)
+    results.append(_checked("typing", lambda: check_typing(vm, out)))
     return results
 
 
-def check_exec(vm: EpisodeVM, _out: Path | None) -> str:
-    guest = vm.image.manifest.guest
+def run_shell_checks(shell: GuestShell, guest: GuestProfile) -> list[CheckResult]:
+    """The GuestShell contract: exit codes and stderr, a timeout that kills what it ran, files up and back."""
+    return [_checked("exec", lambda: check_exec(shell, guest)),
+            _checked("exec timeout", lambda: check_exec_timeout(shell, guest)),
+            _checked("file round trip", lambda: check_files(shell, guest))]
+
+
+def run_display_checks(display: Display, size: tuple[int, int], desktop_color: str | None, *,
+                       click_at: tuple[int, int] | None, pointer: Callable[[], tuple[int, int]],
+                       out: Path | None = None) -> list[CheckResult]:
+    """The Display contract: a screenshot of SIZE showing the desktop, and a click at CLICK_AT
+    landing there, as POINTER reads it (inside the guest, for a real VM)."""
+    return [_checked("screenshot", lambda: check_screenshot(display, size, desktop_color, out)),
+            _checked("click lands", lambda: check_click(display, click_at, pointer))]
+
+
+def _checked(name: str, check: Callable[[], str]) -> CheckResult:
+    started = time.monotonic()
+    try:
+        detail, ok = check(), True
+    except Skipped as exc:
+        detail, ok = f"skipped: {exc}", True
+    except CheckFailed as exc:
+        detail, ok = str(exc), False
+    except Exception as exc:  # noqa: BLE001 - a check that crashed failed; the others still run
+        detail, ok = f"{type(exc).__name__}: {exc}", False
+    return CheckResult(name, ok, detail, round(time.monotonic() - started, 2))
+
+
+def check_exec(shell: GuestShell, guest: GuestProfile) -> str:
     probe, expected = guest.selfcheck_probe()
-    result = vm.shell.run(probe, timeout=30)
+    result = shell.run(probe, timeout=30)
     ensure(result.exit_code == 0 and expected in result.stdout, f"{probe} gave {result}")
-    failing = vm.shell.run(guest.selfcheck_failing(), timeout=30)
+    failing = shell.run(guest.selfcheck_failing(), timeout=30)
     ensure((failing.exit_code, failing.stderr.strip()) == (3, "to-stderr"), f"exit 3 gave {failing}")
     return result.stdout.strip()
 
 
-def check_exec_timeout(vm: EpisodeVM, _out: Path | None) -> str:
-    sleep, leftovers = vm.image.manifest.guest.selfcheck_sleep()
+def check_exec_timeout(shell: GuestShell, guest: GuestProfile) -> str:
+    sleep, leftovers = guest.selfcheck_sleep()
     started = time.monotonic()
     try:
-        vm.shell.run(sleep, timeout=2)
+        shell.run(sleep, timeout=2)
     except CommandTimeout:
         took = time.monotonic() - started
         ensure(took < 20, f"timeout took {took:.1f} s to fire")
-        leftover = vm.shell.run(leftovers, timeout=10).stdout.strip()
+        leftover = shell.run(leftovers, timeout=30).stdout.strip()
         ensure(not leftover, f"the timed-out command is still running in the guest: pids {leftover}")
         return f"killed after {took:.1f} s"
     raise CheckFailed("a 60 s sleep with a 2 s timeout returned instead of timing out")
 
 
-def check_files(vm: EpisodeVM, _out: Path | None) -> str:
-    guest = vm.image.manifest.guest
+def check_files(shell: GuestShell, guest: GuestProfile) -> str:
     remote = guest.selfcheck_temp_path()
     payload = os.urandom(256 * 1024)
     with tempfile.TemporaryDirectory() as tmp:
         src, back = Path(tmp) / "up.bin", Path(tmp) / "down.bin"
         src.write_bytes(payload)
-        vm.shell.put(src, remote)
-        digest = vm.shell.run(guest.selfcheck_hash(remote), timeout=30).stdout.split()[0]
+        shell.put(src, remote)
+        digest = shell.run(guest.selfcheck_hash(remote), timeout=30).stdout.split()[0]
         ensure(digest == hashlib.sha256(payload).hexdigest(), "the guest's copy differs")
-        vm.shell.get(remote, back)
+        shell.get(remote, back)
         ensure(back.read_bytes() == payload, "the copy fetched back differs")
     return "256 KiB up and back, sha256 equal"
 
 
-def check_screenshot(vm: EpisodeVM, out: Path | None) -> str:
-    png = vm.display.screenshot()
+def check_screenshot(display: Display, size: tuple[int, int], color: str | None, out: Path | None) -> str:
+    png = display.screenshot()
     ensure(png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
-    screen = vm.image.manifest.screen
-    size = png_size(png)
-    ensure(size == (screen.width, screen.height), f"screenshot is {size}, the image says {screen.width}x{screen.height}")
+    got = png_size(png)
+    ensure(got == size, f"screenshot is {got}, the image says {size[0]}x{size[1]}")
     ensure(not is_blank(png), "the screen is one flat colour")
-    color = vm.image.manifest.desktop_color
     share = color_fraction(png, color) if color else 1.0
     ensure(share > 0.15, f"only {share:.0%} of the screen shows the desktop colour {color}")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "screenshot.png").write_bytes(png)
-    return f"{size[0]}x{size[1]} PNG, {share:.0%} desktop colour"
+    return f"{got[0]}x{got[1]} PNG, {share:.0%} desktop colour"
 
 
-def check_click(vm: EpisodeVM, _out: Path | None) -> str:
-    probe = _probe(vm)
-    x, y = probe.empty_point
-    vm.display.click(x, y)
-    seen = _guest_pointer(vm)
-    ensure(seen == (x, y), f"clicked at ({x}, {y}), the guest's pointer is at {seen}")
-    return f"pointer at ({x}, {y}) inside the guest"
+def check_click(display: Display, at: tuple[int, int] | None, pointer: Callable[[], tuple[int, int]]) -> str:
+    if at is None:
+        raise Skipped("no bare stretch of desktop is known for this guest (no desktop probe)")
+    x, y = at
+    display.click(x, y)
+    seen = pointer()
+    ensure(seen == (x, y), f"clicked at ({x}, {y}), the pointer is at {seen}")
+    return f"pointer at ({x}, {y})"
 
 
 def check_typing(vm: EpisodeVM, out: Path | None) -> str:
     probe, guest = _probe(vm), vm.image.manifest.guest
     typed_path, symbols_path = probe.scratch
     for path in probe.scratch:
-        vm.shell.run(guest.remove_script(path), timeout=10)
+        vm.shell.run(guest.remove_script(path), timeout=30)
     vm.display.click(*probe.terminal_point)
     command = vm.image.manifest.guest_agent
     if command:  # keys sent before the focus moves go to another window
@@ -167,7 +187,7 @@ def _probe(vm: EpisodeVM):
 
 
 def _guest_pointer(vm: EpisodeVM) -> tuple[int, int]:
-    result = vm.shell.run(_probe(vm).pointer_script, timeout=15)
+    result = vm.shell.run(_probe(vm).pointer_script, timeout=30)
     values = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
     ensure("X" in values, f"the guest's pointer probe said {result}")
     return int(values["X"]), int(values["Y"])
@@ -177,7 +197,7 @@ def _wait_file(vm: EpisodeVM, path: str, timeout: float = 120.0) -> str:
     script = vm.image.manifest.guest.read_text_script(path)
     deadline = time.monotonic() + timeout
     while True:
-        result = vm.shell.run(script, timeout=10)
+        result = vm.shell.run(script, timeout=30)
         if result.stdout.endswith("\n") or time.monotonic() > deadline:
             return result.stdout
         time.sleep(0.5)

@@ -13,11 +13,12 @@ import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from runner.episode import EpisodeVM
-from runner.mcp.session import McpSession
-from runner.tasks.model import Task
+if TYPE_CHECKING:  # the contract names these; it needs none of them to run
+    from runner.episode import EpisodeVM
+    from runner.mcp.session import McpSession
+    from runner.tasks.model import Task
 
 
 @dataclass(frozen=True)

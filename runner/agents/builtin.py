@@ -10,6 +10,7 @@ from runner.errors import CommandTimeout
 from runner.mcp.session import McpSession
 from runner.tasks.model import Task
 from runner.tasks.scripts import run_as_agent
+from typing_extensions import override
 
 
 class OracleAgent(Agent):
@@ -17,6 +18,7 @@ class OracleAgent(Agent):
 
     name = "oracle"
 
+    @override
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         try:
             result = run_as_agent(vm.shell, task, "oracle", timeout=task.spec.timeout_s)
@@ -35,6 +37,7 @@ class NopAgent(Agent):
 
     name = "nop"
 
+    @override
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         log.write_text("nop: did nothing\n")
         return AgentResult("done")

@@ -12,6 +12,7 @@ from runner.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import McpSession
 from runner.tasks.model import Task
+from typing_extensions import override
 
 
 class CommandAgent(Agent):
@@ -36,11 +37,13 @@ class CommandAgent(Agent):
             raise UsageError("--agent command needs --agent-cmd 'EXECUTABLE ARGS...'")
         self.argv = shlex.split(command)
 
+    @override
     def preflight(self, tasks: tuple[Task, ...]) -> None:
         exe = self.argv[0]
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)) and not shutil.which(exe):
             raise UsageError(f"the agent command {exe!r} is not an executable file or on PATH")
 
+    @override
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
         env = {**os.environ, **self.env, **agent_environment(task, session)}

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from runner.display.base import Display
 from runner.errors import CuRunError, UsageError
 from runner.guest.agent import GuestAgent, GuestAgentError, WindowInfo
+from typing_extensions import override
 
 DEFAULT_TIMEOUT_S = 60.0
 SCREEN_POLL_S = 0.25  # a capture costs ~30 ms through libvirt
@@ -194,16 +195,18 @@ def _pixels(png: bytes, region: Region | None) -> bytes:
     return image.tobytes()
 
 
-class DisplayObserver:
+class DisplayObserver(Observer):
     """An Observer over a Display and, for the window conditions, the image's guest agent."""
 
     def __init__(self, display: Display, guest_agent: GuestAgent | None) -> None:
         self.display = display
         self.guest_agent = guest_agent
 
+    @override
     def screenshot(self) -> bytes:
         return self.display.screenshot()
 
+    @override
     def windows(self) -> list[WindowInfo]:
         if self.guest_agent is None:
             raise UsageError("the window conditions need the image's guest agent, and this image has none",

@@ -13,6 +13,7 @@ from runner.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import SERVER_NAME, McpSession
 from runner.tasks.model import Task
+from typing_extensions import override
 
 
 AGENT_PREAMBLE = ("You operate a computer only through the cu-run MCP tools (screenshot, mouse, keyboard). "
@@ -45,6 +46,7 @@ class ModelCliAgent(Agent):
     def executable(self) -> str | None:
         return os.environ.get(self.bin_env) or shutil.which(self.binary)
 
+    @override
     def preflight(self, tasks: tuple[Task, ...]) -> None:
         if not self.executable():
             raise UsageError(f"the {self.name} agent needs the {self.binary!r} CLI, which is not on PATH",
@@ -52,6 +54,7 @@ class ModelCliAgent(Agent):
         if not any(os.environ.get(k) for k in self.key_envs):
             raise UsageError(f"the {self.name} agent needs an API key in {' or '.join(self.key_envs)}")
 
+    @override
     def version(self) -> str:
         exe = self.executable()
         try:
@@ -64,6 +67,7 @@ class ModelCliAgent(Agent):
     def argv(self, task: Task, session: McpSession) -> list[str]:
         """The command line for one episode."""
 
+    @override
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
         env = {**os.environ, **self.env, **agent_environment(task, session)}
@@ -78,6 +82,7 @@ class ClaudeAgent(ModelCliAgent):
     bin_env = "CU_RUN_CLAUDE_BIN"
     key_envs = ("ANTHROPIC_API_KEY",)
 
+    @override
     def argv(self, task: Task, session: McpSession) -> list[str]:
         allowed = ",".join(f"mcp__{SERVER_NAME}__{name}" for name in session.tool_names)
         return [self.executable(), "-p", task.spec.instruction,
@@ -96,6 +101,7 @@ class CodexAgent(ModelCliAgent):
     bin_env = "CU_RUN_CODEX_BIN"
     key_envs = ("OPENAI_API_KEY", "CODEX_API_KEY")
 
+    @override
     def argv(self, task: Task, session: McpSession) -> list[str]:
         table = f"mcp_servers.{SERVER_NAME}"
         enabled = "[" + ",".join(f'"{name}"' for name in session.tool_names) + "]"

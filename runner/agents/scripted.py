@@ -19,6 +19,7 @@ from runner.errors import CuRunError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.mcp.session import McpSession
 from runner.tasks.model import Task
+from typing_extensions import override
 
 UI_ORACLE = "ui_oracle.yaml"
 
@@ -40,6 +41,7 @@ class ScriptedAgent(Agent):
         # also breaks something, or obeys a planted instruction, to prove the checks catch it.
         self.script = script
 
+    @override
     def preflight(self, tasks: tuple[Task, ...]) -> None:
         missing = [t.id for t in tasks if not (t.folder / self.script).is_file()]
         if missing:
@@ -48,6 +50,7 @@ class ScriptedAgent(Agent):
         for t in tasks:
             load_ui_script(t.folder / self.script)
 
+    @override
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         assert session is not None
         steps = load_ui_script(task.folder / self.script)

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from runner.cluster.host_service import unpack_episode
 from runner.config import private_dir
-from runner.runs.harness import INFRA_RETRIES
+from runner.runs.pool_config import INFRA_RETRIES
 from runner.runs.results import EpisodeRecord, ResultLog, keep_record
 from runner.tasks.model import Task
 

@@ -1,4 +1,4 @@
-"""`cu-run run|validate --cluster ADDRESS`: a run whose episodes go to the cluster's cu-run hosts.
+"""`cu-run run|validate --cluster ADDRESS`: a run whose pool is the cluster's cu-run hosts.
 
 Before any VM starts: connect (token checked), find the hosts (version checked), give every
 host the driver's image if it lacks that exact sha256, and begin the run on each (suite
@@ -9,37 +9,35 @@ Results, artifacts and reports land in the driver's run folder exactly as on one
 
 from __future__ import annotations
 
-import io
 import secrets
-import tarfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.live import Live
+from typing_extensions import override
 from rich.markup import escape
-from rich.table import Table
 
-from runner.cluster.dispatch import ClusterPool, HostLost
+from runner.cluster.dispatch import ClusterPool, HostLost, RemoteHost
 from runner.cluster.host_service import RunOrder
 from runner.cluster.image_transfer import ship_image
 from runner.cluster.ray_link import HostLink, connect, disconnect, find_hosts, host_lost_errors
-from runner.config import private_dir
+from runner.config import Settings
 from runner.errors import InfraError
 from runner.images.catalog import Image
+from runner.live.board import LiveSource
+from runner.runs.pool import Pool, PoolHooks, SlotState
+from runner.runs.request import RunRequest
 from runner.runs.results import ResultLog
-from runner.runs.run import (RunPlan, RunRequest, RunResult, base_provenance, finish_run, finishing, print_record,
-                             write_json)
-from runner.tasks.model import Suite
+from runner.runs.run_plan import RunPlan
+from runner.tasks.model import Task
 
 LEASE_EVERY_S = 5.0
 BEGIN_TIMEOUT_S = 1800.0  # warming every slot of a host at first use, under TCG
 
 
-class RayHost:
+class RayHost(RemoteHost):
     """A cluster host as the dispatcher sees it (runner.cluster.dispatch.RemoteHost)."""
 
     def __init__(self, ray, link: HostLink, run_key: str, slots: int) -> None:
@@ -50,6 +48,7 @@ class RayHost:
         self.slots = slots
         self._lost = host_lost_errors(ray)
 
+    @override
     def run_episode(self, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
         # SLOT is the driver's lane on this host; the host picks the machine slot itself.
         ref = self.link.actor.run_episode.remote(self.run_key, task_id, trial)
@@ -65,43 +64,72 @@ class RayHost:
                 raise InfraError(_first_line(exc.cause if exc.cause is not None else exc)) from exc
 
 
-def run_on_cluster(request: RunRequest, plan: RunPlan, console: Console) -> RunResult:
+class ClusterRunPool(Pool):
+    """A run's pool on a cluster: the driver's queue over every host's slots (runner.cluster.dispatch)."""
+
+    def __init__(self, queue: ClusterPool, address: str, run_key: str, begun: list[tuple[HostLink, dict]]) -> None:
+        self.queue = queue
+        self.address = address
+        self.run_key = run_key
+        self.begun = begun
+
+    @override
+    def where(self) -> dict:
+        return {"cluster": {"address": self.address, "run_key": self.run_key},
+                "hosts": {link.name: _host_provenance(link, started) for link, started in self.begun}}
+
+    @override
+    def describe(self) -> str:
+        return f"{sum(s['slots'] for _, s in self.begun)} slots on {len(self.begun)} hosts"
+
+    @override
+    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
+        self.queue.run(work, render)
+
+    @override
+    def status(self) -> list[SlotState]:
+        lost = self.queue.lost_hosts
+        return [SlotState(host + (" (lost)" if host in lost else ""), slot, v.task_id, v.trial,
+                          "episode" if v.task_id else "idle", v.since)
+                for (host, slot), v in sorted(self.queue.status.items())]
+
+    @override
+    def lost(self) -> str | None:
+        if self.queue.lost_hosts and not self.queue.alive:
+            return "no cu-run host is left in the cluster (" + "; ".join(
+                f"{name}: {reason}" for name, reason in self.queue.lost_hosts.items()) + ")"
+        return None
+
+    @override
+    def live_source(self, title: str, total: int, done_before: int) -> LiveSource | None:
+        return None  # the VMs are on the hosts (check_live_options refuses --live with --cluster)
+
+
+@contextmanager
+def open_cluster_pool(settings: Settings, plan: RunPlan, request: RunRequest, hooks: PoolHooks) -> Iterator[Pool]:
+    """The pool of the cluster at REQUEST.cluster: its hosts found (token and version checked),
+    the driver's image sent to those without it, the run begun on each (suite unpacked, agent
+    made, warm states made at first use), and a lease renewed while the pool runs. However the
+    block ends, every host ends the run (its VMs destroyed) and the connection closes."""
     address = request.cluster
     assert address is not None
     if request.vm_pool != 1:
-        console.print(f"[yellow]--vm-pool {request.vm_pool} is not used with --cluster: each host runs one "
-                      "episode per slot (host join --slots)[/]")
+        hooks.notice(f"--vm-pool {request.vm_pool} is not used with --cluster: each host runs one "
+                     "episode per slot (host join --slots)")
     ray = connect(address)
     run_key = f"{plan.out_dir.name}-{secrets.token_hex(3)}"
     begun: list[tuple[HostLink, dict]] = []
+    say = hooks.notice
     try:
         links = find_hosts(ray, address)
-        console.print(f"cluster {address}: {len(links)} cu-run hosts: "
-                      + ", ".join(f"{h.name} ({h.info['slots']} slots, {h.info['accel'].upper()})" for h in links))
-        ensure_image(ray, links, plan.image, console)
-        order = _order(request, plan, run_key)
-        begun = begin_everywhere(ray, links, order, console)
-        log = ResultLog(plan.out_dir)
-        finished = log.finished()
-        work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks
-                if (t.id, trial) not in finished]
-        private_dir(plan.out_dir)
-        provenance = base_provenance(request, plan, {
-            "cluster": {"address": address, "run_key": run_key},
-            "hosts": {link.name: _host_provenance(link, started) for link, started in begun},
-        })
-        if plan.previous:
-            provenance.setdefault("hosts", {}).update({link.name: _host_provenance(link, s) for link, s in begun})
-        write_json(plan.out_dir / "run.json", provenance)
-        slots = sum(s["slots"] for _, s in begun)
-        console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
-                      f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                      f"{slots} slots on {len(begun)} hosts, agent {plan.agent.name}")
-        pool = ClusterPool([RayHost(ray, link, run_key, started["slots"]) for link, started in begun], plan.out_dir,
-                           log, on_record=lambda r: print_record(console, r),
-                           on_notice=lambda m: console.print(f"[yellow]{escape(m)}[/]", highlight=False))
-        with finishing(plan, request, log, provenance, console), leases(ray, [link for link, _ in begun], run_key):
-            _run_pool(pool, work, console)
+        say(f"cluster {address}: {len(links)} cu-run hosts: "
+            + ", ".join(f"{h.name} ({h.info['slots']} slots, {h.info['accel'].upper()})" for h in links))
+        ensure_image(ray, links, plan.image, say)
+        begun = begin_everywhere(ray, links, RunOrder.of(request, plan, run_key), say)
+        queue = ClusterPool([RayHost(ray, link, run_key, started["slots"]) for link, started in begun], plan.out_dir,
+                            ResultLog(plan.out_dir), on_record=hooks.on_record, on_notice=say)
+        with leases(ray, [link for link, _ in begun], run_key):
+            yield ClusterRunPool(queue, address, run_key, begun)
     finally:
         for link, _ in begun:
             try:
@@ -109,62 +137,40 @@ def run_on_cluster(request: RunRequest, plan: RunPlan, console: Console) -> RunR
             except Exception:  # noqa: BLE001 - a lost host has nothing left to end
                 pass
         disconnect()
-    why = None
-    if pool.lost_hosts and not pool.alive:
-        why = "no cu-run host is left in the cluster (" + "; ".join(
-            f"{name}: {reason}" for name, reason in pool.lost_hosts.items()) + ")"
-    return finish_run(plan, request, log, provenance, console, why_lost=why)
 
 
-def _order(request: RunRequest, plan: RunPlan, run_key: str) -> RunOrder:
-    return RunOrder(run_key=run_key, suite_name=plan.suite.folder.name, suite_sha256=plan.suite.content_hash(),
-                    suite_tar=pack_suite(plan.suite), image=plan.image.name,
-                    image_sha256=plan.image.manifest.disk_sha256, agent=plan.agent.name, accel=request.accel,
-                    start=request.start, agent_cmd=request.agent_cmd, max_turns=request.max_turns,
-                    agent_script=request.agent_script, tools=request.tools, max_steps=request.max_steps,
-                    record=request.record, mcp_server=request.mcp_server, mcp_server_url=request.mcp_server_url)
-
-
-def pack_suite(suite: Suite) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(suite.folder, arcname=suite.folder.name,
-                filter=lambda info: None if "__pycache__" in info.name else info)
-    return buffer.getvalue()
-
-
-def ensure_image(ray, links: list[HostLink], image: Image, console: Console) -> None:
+def ensure_image(ray, links: list[HostLink], image: Image, say: Callable[[str], None]) -> None:
     """Every host gets IMAGE's exact disk (by sha256), one copy per host, in parallel."""
     need = [h for h in links if image.manifest.disk_sha256 not in {i["sha256"] for i in h.info["images"]}]
     if not need:
         return
-    console.print(f"sending {image.name} ({image.manifest.disk_bytes / 2**20:.0f} MiB) to "
-                  + ", ".join(h.name for h in need))
-    say = lambda line: console.print(escape(line), highlight=False)  # noqa: E731
+    say(f"sending {image.name} ({image.manifest.disk_bytes / 2**20:.0f} MiB) to " + ", ".join(h.name for h in need))
     with ThreadPoolExecutor(len(need)) as pool:
         for future in [pool.submit(ship_image, ray, h.actor, h.name, image, say) for h in need]:
             future.result()
 
 
-def begin_everywhere(ray, links: list[HostLink], order: RunOrder, console: Console) -> list[tuple[HostLink, dict]]:
-    """Begins ORDER on every host at once. A host that cannot begin is left out, saying why;
-    the run goes on with the rest, and stops with the reasons when none could."""
+def begin_everywhere(ray, links: list[HostLink], order: RunOrder,
+                     say: Callable[[str], None]) -> list[tuple[HostLink, dict]]:
+    """Begins ORDER on every host at once (each checks its image and makes its warm states at
+    first use). A host that cannot begin is left out, saying why; the run goes on with the
+    rest, and stops with the reasons when none could."""
     refs = {h.name: h.actor.begin_run.remote(order) for h in links}
     begun, failed = [], []
-    with console.status("getting the hosts ready (image checked; warm states made at first use)"):
-        for h in links:
-            try:
-                started = ray.get(refs[h.name], timeout=BEGIN_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001 - said, and the host left out
-                cause = getattr(exc, "cause", None) or exc
-                failed.append(f"{h.name}: {_first_line(cause)}")
-                continue
-            begun.append((h, started))
-            notes = "; ".join(started["notes"])
-            console.print(f"{h.name}: {started['slots']} slots, {started['accel'].upper()}, {started['start']} start"
-                          + (f" ({escape(notes)})" if notes else ""), highlight=False)
+    say("getting the hosts ready (image checked; warm states made at first use)")
+    for h in links:
+        try:
+            started = ray.get(refs[h.name], timeout=BEGIN_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - said, and the host left out
+            cause = getattr(exc, "cause", None) or exc
+            failed.append(f"{h.name}: {_first_line(cause)}")
+            continue
+        begun.append((h, started))
+        notes = "; ".join(started["notes"])
+        say(f"{h.name}: {started['slots']} slots, {started['accel'].upper()}, {started['start']} start"
+            + (f" ({notes})" if notes else ""))
     for line in failed:
-        console.print(f"[yellow]left out: {escape(line)}[/]", highlight=False)
+        say(f"left out: {line}")
     if not begun:
         raise InfraError("no cu-run host could begin the run: " + "; ".join(failed),
                          fix="see `cu-run cluster status ADDRESS`, fix the hosts and run again")
@@ -201,22 +207,6 @@ def _host_provenance(link: HostLink, started: dict) -> dict:
             "hostname": facts["hostname"], "agent_version": started["agent_version"]}
 
 
-def _run_pool(pool: ClusterPool, work, console: Console) -> None:
-    if work:
-        with Live(_status_table(pool), console=console, refresh_per_second=2, transient=True) as live:
-            pool.run(work, render=lambda: live.update(_status_table(pool)))
-
-
-def _status_table(pool: ClusterPool) -> Table:
-    table = Table("host", "slot", "task", "trial", "elapsed", title="episodes in flight")
-    now = time.monotonic()
-    for (host, slot), s in sorted(pool.status.items()):
-        gone = " (lost)" if host in pool.lost_hosts else ""
-        table.add_row(escape(host) + gone, str(slot), escape(s.task_id) or "-", str(s.trial or "-"),
-                      f"{now - s.since:.0f} s" if s.task_id else "-")
-    return table
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
@@ -228,7 +218,7 @@ def warm_on_cluster(image: Image, address: str, accel: str, force: bool, console
     ray = connect(address)
     try:
         links = find_hosts(ray, address)
-        ensure_image(ray, links, image, console)
+        ensure_image(ray, links, image, lambda line: console.print(escape(line), highlight=False))
         refs = {h.name: h.actor.warm.remote(image.name, accel, force) for h in links}
         with console.status(f"warming {image.name} on {len(links)} hosts"):
             for h in links:

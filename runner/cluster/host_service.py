@@ -1,7 +1,7 @@
 """A cu-run host: what one lab machine does for a cluster run, as a long-lived Ray actor.
 
 It owns the machine's libvirt, catalog, warm slots and episode VMs, through the same Host
-seam and Harness as a run on one machine; only the queue stays with the driver. Each driver
+seam and slot scheduler as a run on one machine; only the queue stays with the driver. Each driver
 run is begun once (suite, agent, image, start mode), then episodes are asked for one at a
 time, one per slot, and come back as a record and a tar of the episode's artifacts.
 
@@ -21,27 +21,26 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runner import __version__
-from runner.agents.registry import make_agent
+from runner.cluster.image_transfer import ImageReceiver
 from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
-from runner.cluster.image_transfer import ImageReceiver
 from runner.gc import collect_garbage
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.catalog import Catalog
-from runner.mcp.proxy import ExternalServer
-from runner.images.start_plan import plan_start
 from runner.images.warm_state import list_slots
 from runner.images.warming import warm_image
 from runner.runs.admission import admit, available_mib
-from runner.runs.harness import Harness, PoolConfig
 from runner.runs.provenance import host_facts
-from runner.runs.standby import leaves_a_core
-from runner.session import new_run_id, resolve_accel
-from runner.tasks.model import load_suite
+from runner.runs.request import RunRequest, episode_tasks, request_agent
+from runner.runs.run_plan import RunPlan
+from runner.runs.scheduler import SlotScheduler
+from runner.runs.scope import ScopeRequest, make_scope
+from runner.runs.scope import resolve_accel
+from runner.tasks.model import Suite, load_suite
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,9 @@ LEASE_CHECK_S = 2.0
 
 @dataclass(frozen=True)
 class RunOrder:
-    """What a driver asks a host to get ready for: everything an episode needs but the episode."""
+    """What a driver asks a host to get ready for: the run's own request, whole (so every option
+    that changes an episode reaches the host as it would a local run), and the suite and image
+    it is for, by content."""
 
     run_key: str
     suite_name: str
@@ -59,25 +60,20 @@ class RunOrder:
     suite_tar: bytes
     image: str
     image_sha256: str
-    agent: str
-    accel: str = "auto"
-    start: str = "auto"
-    agent_cmd: str | None = None
-    max_turns: int = 50
-    agent_script: str = "ui_oracle.yaml"
-    tools: tuple[str, ...] = ()
-    max_steps: int | None = None
-    record: bool = False
-    mcp_server: str | None = None  # an external MCP server instead of cu-run's tools (runner.mcp.proxy)
-    mcp_server_url: str | None = None
+    request: RunRequest
+
+    @classmethod
+    def of(cls, request: RunRequest, plan: RunPlan, run_key: str) -> RunOrder:
+        return cls(run_key=run_key, suite_name=plan.suite.folder.name, suite_sha256=plan.suite.content_hash(),
+                   suite_tar=pack_suite(plan.suite), image=plan.image.name,
+                   image_sha256=plan.image.manifest.disk_sha256, request=request)
 
 
 @dataclass
 class HostRun:
-    harness: Harness
+    harness: SlotScheduler
     tasks: dict
     folder: Path
-    renewed: float = field(default_factory=time.monotonic)
 
 
 class Leases:
@@ -191,59 +187,32 @@ class HostService:
     # -- runs
 
     def begin_run(self, order: RunOrder) -> dict:
-        """Gets ready for ORDER's episodes: its suite unpacked, its agent made, its image checked,
-        its start mode decided (warm states made at first use)."""
+        """Gets ready for ORDER's episodes: its suite unpacked, its image checked, the run's scope
+        (accelerator, admission, warm states made at first use) and its agent made by the same
+        functions as a local run's."""
         suite = load_suite(str(self._unpack_suite(order)))
         if suite.content_hash() != order.suite_sha256:
             raise InfraError(f"host {self.name}: suite {order.suite_name} arrived changed")
         image = Catalog(self.settings.images_dir).get(order.image)
         if image.manifest.disk_sha256 != order.image_sha256:
             raise UsageError(f"host {self.name} has another {order.image} than the driver's")
-        accel, probe = resolve_accel(self.settings, image, order.accel)
-        slots = self._admitted(image, accel)
-        notes: list[str] = []
-        if slots < self.slots:
-            notes.append(f"{slots} of its {self.slots} slots fit in its memory")
-        start = self._start(order, image, accel, slots, notes)
-        agent = make_agent(order.agent, suite.tasks, command=order.agent_cmd, max_turns=order.max_turns,
-                           script=order.agent_script)
+        request = order.request
+        scope = make_scope(self.settings, ScopeRequest(order.image, accel=request.accel, start=request.start,
+                                                       vm_pool=self.slots, warm_at_first_use=True), self.host)
+        tasks = episode_tasks(request, suite.tasks)
+        agent = request_agent(request, tasks)
         folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
-        pool = PoolConfig(image=image, accel=accel, vm_pool=slots, run_id=new_run_id(), toolsets=order.tools,
-                          max_steps=order.max_steps, warm=start.slots, spare_warm=start.spares,
-                          standby=leaves_a_core(slots),
-                          suite_rules=suite.safety, record=order.record,
-                          mcp_server=ExternalServer(order.mcp_server, order.mcp_server_url)
-                          if order.mcp_server or order.mcp_server_url else None)
+        scheduler = SlotScheduler(self.host, self.settings, scope.pool_for(request, agent, suite.safety), agent, folder)
         with self._lock:
-            self._runs[order.run_key] = HostRun(Harness(self.host, self.settings, pool, agent, folder),
-                                                {t.id: t for t in suite.tasks}, folder)
+            self._runs[order.run_key] = HostRun(scheduler, {t.id: t for t in tasks}, folder)
             self.leases.renew(order.run_key)
-        return {"slots": slots, "accel": accel, "accel_reason": probe.reason, "start": start.mode,
-                "notes": notes, "facts": host_facts(), "versions": self.host.versions(),
-                "agent_version": agent.version()}
-
-    def _start(self, order: RunOrder, image, accel: str, slots: int, notes: list[str]):
-        """How this host's VMs start. The golden disk's sha256 is checked once on every path:
-        by warm_image when warming, here before a cold start."""
-        if order.start == "cold":
-            image.verify_disk()
-            return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
-        try:
-            lines: list[str] = []
-            warm_image(self.host, self.settings, image, slots, accel, progress=lines.append)
-            made = [line for line in lines if "warm in" in line]
-            if made:
-                notes.append(f"made {len(made)} warm states at first use")
-        except Exception as exc:  # noqa: BLE001 - auto falls back to a cold start, saying why
-            if order.start == "warm":
-                raise
-            notes.append(f"starting cold: warming failed: {exc}")
-            image.verify_disk()  # warming may have failed on a changed disk: never start cold on it
-            return plan_start("cold", self.host, image, accel, self.settings.libvirt_uri, slots)
-        plan = plan_start(order.start, self.host, image, accel, self.settings.libvirt_uri, slots)
-        if plan.notice:
-            notes.append(plan.notice)
-        return plan
+        # The scope's notes, but its memory's word in slots: a host has no --vm-pool.
+        notes = [n for n in scope.notes if not scope.admission.capped or n != scope.admission.notice(image.name)]
+        if scope.admission.capped:
+            notes.insert(0, f"{scope.vm_pool} of its {self.slots} slots fit in its memory")
+        return {"slots": scope.vm_pool, "accel": scope.accel, "accel_reason": scope.probe.reason,
+                "start": scope.start.mode, "notes": notes,
+                "facts": host_facts(), "versions": self.host.versions(), "agent_version": agent.version()}
 
     def _unpack_suite(self, order: RunOrder) -> Path:
         root = self.settings.cache_dir / "cluster" / "suites" / order.suite_sha256
@@ -313,11 +282,20 @@ class HostService:
                 self.end_run(key)
 
 
+def pack_suite(suite: Suite) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(suite.folder, arcname=suite.folder.name,
+                filter=lambda info: None if "__pycache__" in info.name else info)
+    return buffer.getvalue()
+
+
 def pack_episode(folder: Path, task_id: str, trial: int) -> bytes:
-    """The episode folder and its failed attempts' folders as a tar, then removed here."""
+    """The episode folder, its failed attempts' folders and the task's control episodes (a verifier
+    that gave no verdict, judged: runner.runs.scheduler) as a tar, then removed here."""
     parent = folder / task_id
-    names = sorted(p.name for p in parent.glob(f"{trial}*") if p.name == str(trial)
-                   or p.name.startswith(f"{trial}.infra-attempt-")) if parent.is_dir() else []
+    names = sorted(p.name for p in parent.iterdir() if p.name == str(trial) or p.name.startswith(
+        (f"{trial}.infra-attempt-", "control-"))) if parent.is_dir() else []
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in names:

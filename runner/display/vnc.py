@@ -21,6 +21,7 @@ from runner.display.base import BUTTONS, Button, Display, DisplayInfo, ScrollDir
 from runner.display.keys import keysym, needs_shift
 from runner.errors import GuestUnreachable
 from runner.screen import png_size
+from typing_extensions import override
 
 _BUTTON_MASK = {"left": 1, "middle": 2, "right": 3}
 _WHEEL = {"up": 4, "down": 5, "left": 6, "right": 7}
@@ -142,6 +143,7 @@ class VncDisplay(Display):
         if client is not None:
             threading.Thread(target=_quiet_disconnect, args=(client,), daemon=True).start()
 
+    @override
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
@@ -150,6 +152,7 @@ class VncDisplay(Display):
 
     # -- screen
 
+    @override
     def info(self) -> DisplayInfo:
         # The size the VNC handshake gave is stale once the guest sets its own mode, and
         # with local capture no VNC frame ever updates it: the latest capture is the truth.
@@ -158,6 +161,7 @@ class VncDisplay(Display):
         assert self._size is not None
         return self._size
 
+    @override
     def screenshot(self) -> bytes:
         png = self._capture() if self._capture is not None else self.screenshot_vnc()
         self._size = DisplayInfo(*png_size(png))
@@ -173,9 +177,11 @@ class VncDisplay(Display):
     # -- pointer
 
     @property
+    @override
     def pointer(self) -> tuple[int, int]:
         return self._pointer
 
+    @override
     def move(self, x: int, y: int) -> None:
         self.check_point(x, y)
         self._pointer_call("mouseMove", *self._wire(x, y))
@@ -185,6 +191,7 @@ class VncDisplay(Display):
         off = self._pointer_offset
         return (x + off if x else 0), (y + off if y else 0)
 
+    @override
     def click(self, x: int, y: int, button: Button = "left", *, double: bool = False) -> None:
         mask = _button(button)
         self.move(x, y)
@@ -192,6 +199,7 @@ class VncDisplay(Display):
             self._pointer_call("mousePress", mask)
         self._clicked_at = time.monotonic()
 
+    @override
     def drag(self, x1: int, y1: int, x2: int, y2: int, button: Button = "left") -> None:
         mask = _button(button)
         self.check_point(x2, y2)
@@ -205,6 +213,7 @@ class VncDisplay(Display):
             self._pointer_call("mouseUp", mask)
         self._pointer = (x2, y2)
 
+    @override
     def scroll(self, x: int, y: int, direction: ScrollDirection, amount: int = 3) -> None:
         if direction not in _WHEEL:
             raise ValueError(f"scroll direction must be one of {', '.join(_WHEEL)}, not {direction!r}")
@@ -216,6 +225,7 @@ class VncDisplay(Display):
 
     # -- keyboard
 
+    @override
     def key(self, key: str, modifiers: tuple[str, ...] = ()) -> None:
         held = [keysym(m) for m in modifiers]
         code = keysym(key)
@@ -223,6 +233,7 @@ class VncDisplay(Display):
             held.append(_SHIFT)
         self._chord(held, code)
 
+    @override
     def type(self, text: str, *, delay: float | None = None) -> None:
         codes = [(keysym(ch), needs_shift(ch)) for ch in text]  # validate all before sending any
         pause = self._key_delay if delay is None else delay

@@ -32,6 +32,7 @@ from typing import Any
 
 from runner.errors import CommandTimeout, GuestUnreachable
 from runner.guest.base import ExecResult, GuestShell
+from typing_extensions import override
 
 # Sends one agent command ({"execute": ..., "arguments": ...}) and returns its "return" value.
 # Raises GuestUnreachable when the agent does not answer, AgentCommandFailed when it answers
@@ -78,6 +79,7 @@ class QemuAgentShell(GuestShell):
         return self._send({"execute": execute, "arguments": arguments} if arguments else {"execute": execute},
                           timeout)
 
+    @override
     def wait_ready(self, timeout: float) -> float:
         started = time.monotonic()
         deadline = started + timeout
@@ -91,6 +93,7 @@ class QemuAgentShell(GuestShell):
                 time.sleep(0.1)
         raise GuestUnreachable(f"the QEMU guest agent did not answer within {timeout:.0f} s (last: {last})")
 
+    @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         spool = self._take_spool()
         try:
@@ -193,6 +196,7 @@ class QemuAgentShell(GuestShell):
         finally:
             self._call("guest-file-close", handle=handle)
 
+    @override
     def put(self, local: Path, remote: str) -> None:
         try:
             handle = self._call("guest-file-open", path=remote, mode="w")
@@ -201,6 +205,7 @@ class QemuAgentShell(GuestShell):
         with local.open("rb") as fh:
             self._fill(handle, iter(lambda: fh.read(_CHUNK), b""))
 
+    @override
     def get(self, remote: str, local: Path) -> None:
         try:
             data = b"".join(self._chunks(remote))
@@ -208,5 +213,6 @@ class QemuAgentShell(GuestShell):
             raise FileNotFoundError(f"guest:{remote}: {exc}") from exc
         local.write_bytes(data)
 
+    @override
     def close(self) -> None:
         """Nothing to close: each command is its own agent call."""

@@ -15,6 +15,7 @@ import paramiko
 
 from runner.errors import CommandTimeout, GuestUnreachable
 from runner.guest.base import ExecResult, GuestShell
+from typing_extensions import override
 
 # paramiko logs every refused or cut-short handshake at ERROR while a guest boots;
 # wait_ready() handles those, and real failures are raised with their cause.
@@ -105,6 +106,7 @@ class SshShell(GuestShell):
                     raise GuestUnreachable(f"SSH to {self.address} failed: {type(exc).__name__}: {exc}") from exc
             return self._client
 
+    @override
     def wait_ready(self, timeout: float) -> float:
         started = time.monotonic()
         deadline = started + timeout
@@ -130,6 +132,7 @@ class SshShell(GuestShell):
             f"SSH to {self.address} did not answer within {timeout:.0f} s (last: {type(last).__name__}: {last})"
         )
 
+    @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         client = self._connected()
         # The guest kills the script at TIMEOUT; the host stops waiting a little later.
@@ -177,9 +180,11 @@ class SshShell(GuestShell):
                                  stdout=stdout, stderr=stderr)
         return ExecResult(code, stdout, stderr)
 
+    @override
     def put(self, local: Path, remote: str) -> None:
         self._sftp(lambda sftp: sftp.put(str(local), remote), f"{local} -> guest:{remote}")
 
+    @override
     def get(self, remote: str, local: Path) -> None:
         self._sftp(lambda sftp: sftp.get(remote, str(local)), f"guest:{remote} -> {local}")
 
@@ -192,6 +197,7 @@ class SshShell(GuestShell):
         except (OSError, paramiko.SSHException) as exc:
             raise GuestUnreachable(f"copy {what} failed: {exc}") from exc
 
+    @override
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None

@@ -29,6 +29,7 @@ from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
 from runner.guest.base import ExecResult, GuestShell
+from typing_extensions import override
 
 PRELUDE = ("$ProgressPreference = 'SilentlyContinue'\r\n"
            "[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\r\n"
@@ -38,7 +39,6 @@ OPERATION_TIMEOUT_S = 5  # one Receive waits at most this long, so the wall cloc
 TEMP_DIR = r"C:\Windows\Temp"
 POWERSHELL = "powershell.exe"
 PS_ARGS = ("-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass")
-WSMAN_TIMEOUT_FAULT = 2150858793  # "the operation timed out": the Receive saw no output, nothing is wrong
 
 
 def is_transient_winrm_error(exc: BaseException) -> bool:
@@ -107,6 +107,7 @@ class WinRmShell(GuestShell):
 
     # -- GuestShell
 
+    @override
     def wait_ready(self, timeout: float) -> float:
         started = time.monotonic()
         deadline = started + timeout
@@ -132,6 +133,7 @@ class WinRmShell(GuestShell):
         raise GuestUnreachable(f"WinRM at {self.address} did not answer within {timeout:.0f} s "
                                f"(last: {type(last).__name__}: {last})")
 
+    @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         deadline = time.monotonic() + timeout
         remote = f"{TEMP_DIR}\\cu-run-{uuid.uuid4().hex}.ps1"
@@ -148,15 +150,18 @@ class WinRmShell(GuestShell):
 
         return self._session(go)
 
+    @override
     def put(self, local: Path, remote: str) -> None:
         data = local.read_bytes()
         self._session(lambda p, s: self._upload(p, s, data, remote, time.monotonic() + 60 + len(data) / 20_000))
 
+    @override
     def get(self, remote: str, local: Path) -> None:
         script = f"[Convert]::ToBase64String([IO.File]::ReadAllBytes({_quote(remote)}))"
         result = self._session(lambda p, s: self._powershell(p, s, script, deadline=time.monotonic() + 300))
         local.write_bytes(base64.b64decode(result.stdout.strip()))
 
+    @override
     def close(self) -> None:
         pass  # every call opens and deletes its own WinRM shell
 

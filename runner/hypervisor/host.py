@@ -7,11 +7,20 @@ with the fix, except where a method says otherwise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 from runner.display.base import Display
-from runner.hypervisor.libvirt_host import DomainInfo
+from runner.hypervisor.domain_xml import EpisodeTag
+
+
+@dataclass(frozen=True)
+class DomainInfo:
+    name: str
+    active: bool
+    persistent: bool
+    tag: EpisodeTag | None  # None: a cu- domain without our metadata (not ours to judge)
 
 
 class Host(Protocol):
@@ -24,9 +33,6 @@ class Host(Protocol):
 
     def create_overlay(self, backing: Path, overlay: Path) -> Path:
         """A qcow2 at OVERLAY whose reads fall through to BACKING (opened read-only) and whose writes stay in it."""
-
-    def remove_overlay(self, overlay: Path) -> None:
-        """Removes OVERLAY; idempotent."""
 
     # -- domains
 

@@ -22,11 +22,13 @@ import libvirt_qemu
 
 from runner.errors import GuestUnreachable, HostFault, InfraError
 from runner.guest.qga import AgentCommandFailed
-from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, EpisodeTag, parse_episode_tag
+from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, parse_episode_tag
+from runner.hypervisor.host import DomainInfo, Host
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
 from runner.hypervisor.overlay import create_overlay
 from runner.net import free_port
+from typing_extensions import override
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,15 +75,7 @@ class _Lifecycle:
     stopped: int | None = None  # the STOPPED event's detail since the last start
 
 
-@dataclass(frozen=True)
-class DomainInfo:
-    name: str
-    active: bool
-    persistent: bool
-    tag: EpisodeTag | None  # None: a cu- domain without our metadata (not ours to judge)
-
-
-class LibvirtHost:
+class LibvirtHost(Host):
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self._lock = threading.Lock()
@@ -124,6 +118,7 @@ class LibvirtHost:
         with self._events:
             self._lifecycles.setdefault(name, _Lifecycle()).starts_made += 1
 
+    @override
     def stop_cause(self, name: str, wait: float = STOP_EVENT_WAIT) -> StopCause | None:
         """Who ended NAME's latest run, by libvirt's lifecycle events: "guest" when the guest shut
         itself down or reset (QEMU's shutdown event said the guest asked; a reset is a shutdown
@@ -177,6 +172,7 @@ class LibvirtHost:
                 self._conn = self._open()
             return op(self.conn)
 
+    @override
     def close(self) -> None:
         try:
             self._conn.close()
@@ -185,6 +181,7 @@ class LibvirtHost:
 
     # -- versions, for provenance and warm-state validity
 
+    @override
     def versions(self) -> dict[str, str]:
         return {
             "libvirt": _dotted(self._call(lambda c: c.getLibVersion())),
@@ -195,31 +192,34 @@ class LibvirtHost:
 
     # -- disks (the overlays are files beside the domain on this machine)
 
+    @override
     def create_overlay(self, backing: Path, overlay: Path) -> Path:
         return create_overlay(backing, overlay)
 
-    def remove_overlay(self, overlay: Path) -> None:
-        overlay.unlink(missing_ok=True)
-
     # -- reaching a VM: QEMU's VNC and its forwarded ports listen on this machine's loopback
 
+    @override
     def forward_address(self) -> str:
         return "127.0.0.1"
 
+    @override
     def free_port(self) -> int:
         return free_port()
 
+    @override
     def open_display(self, name: str, *, password: str, pointer_offset: int = 0, fast_capture: bool = True) -> Display:
         address, port = self.vnc_endpoint(name)
         capture = (lambda: png_from_any(*self.screenshot(name))) if fast_capture else None
         return VncDisplay(address, port, capture=capture, pointer_offset=pointer_offset, password=password)
 
+    @override
     def vnc_endpoint(self, name: str) -> tuple[str, int]:
         dom = self.lookup(name)
         if dom is None:
             raise InfraError(f"domain {name} is not there to have a VNC port")
         return "127.0.0.1", self.vnc_port(dom)
 
+    @override
     def start(self, domain_xml: str) -> libvirt.virDomain:
         """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
         try:
@@ -229,6 +229,7 @@ class LibvirtHost:
         self._started(dom.name())
         return dom
 
+    @override
     def restore(self, ram: Path, domain_xml: str) -> libvirt.virDomain:
         """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved;
         disk, ports and file paths may differ), running."""
@@ -244,6 +245,7 @@ class LibvirtHost:
             raise InfraError(f"libvirt restored {ram} but domain {name} is not there")
         return dom
 
+    @override
     def save(self, name: str, ram: Path) -> None:
         """Saves NAME's RAM and device state to RAM; the domain stops (and, if transient, is gone)."""
         dom = self.lookup(name)
@@ -262,6 +264,7 @@ class LibvirtHost:
                 return None
             raise InfraError(f"libvirt lookup of {name} failed: {exc.get_error_message()}") from exc
 
+    @override
     def is_running(self, name: str) -> bool:
         dom = self.lookup(name)
         try:
@@ -269,6 +272,7 @@ class LibvirtHost:
         except libvirt.libvirtError:
             return False
 
+    @override
     def destroy(self, name: str) -> bool:
         """Stops NAME and forgets it; True if there was something to remove. Idempotent."""
         dom = self.lookup(name)
@@ -296,6 +300,7 @@ class LibvirtHost:
             raise InfraError(f"domain {dom.name()} has no VNC port")
         return port
 
+    @override
     def screenshot(self, name: str) -> tuple[str, bytes]:
         """QEMU's screendump through libvirt: (mime type, image bytes) of screen 0 of domain NAME."""
         dom = self.lookup(name)
@@ -319,6 +324,7 @@ class LibvirtHost:
             raise InfraError(f"libvirt screenshot of {dom.name()} failed: {exc.get_error_message()}") from exc
         return mime or "image/x-portable-pixmap", b"".join(chunks)
 
+    @override
     def agent_command(self, name: str, command: dict, timeout: float) -> object:
         """COMMAND to NAME's QEMU guest agent; its answer's "return" value.
 
@@ -352,6 +358,7 @@ class LibvirtHost:
         except (ValueError, KeyError, TypeError) as exc:
             raise GuestUnreachable(f"the guest agent of {name} answered {reply[:200]!r}: {exc}") from exc
 
+    @override
     def qemu_stopped(self, name: str) -> bool:
         """Whether NAME's QEMU process is stopped (SIGSTOP): libvirt still calls it running, but
         the guest is frozen and QEMU's monitor does not answer."""
@@ -363,6 +370,7 @@ class LibvirtHost:
             return False  # not ours to see (remote, or gone): is_running says the rest
         return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
 
+    @override
     def cu_domains(self) -> list[DomainInfo]:
         """Every domain whose name has cu-run's prefix, with the episode tag if it has one."""
         found = []

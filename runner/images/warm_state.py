@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 from pydantic import ValidationError
 
@@ -44,9 +44,8 @@ WARM_DIR = "warm"
 STATE_FILE = "warm.json"
 BASE_DISK = "base.qcow2"
 RAM_FILE = "ram.save"
-NVRAM_FILE = "nvram.fd"  # UEFI images: the variable store as it was at the save
-OWNER_FILE = "owner.json"
-StartMode = Literal["warm", "cold", "auto"]
+SAVED_NVRAM_FILE = "nvram.fd"  # UEFI images: the variable store as it was at the save
+WARMING_OWNER_FILE = "owner.json"
 START_MODES = ("warm", "cold", "auto")
 
 
@@ -106,7 +105,7 @@ class WarmSlot:
 
     @property
     def nvram(self) -> Path:
-        return self.folder / NVRAM_FILE
+        return self.folder / SAVED_NVRAM_FILE
 
     @property
     def bytes(self) -> int:

@@ -23,8 +23,8 @@ from runner.owner import me
 from runner.images.scratch import scratch_then_rename
 from runner.images.warm_state import (
     BASE_DISK,
-    NVRAM_FILE,
-    OWNER_FILE,
+    SAVED_NVRAM_FILE,
+    WARMING_OWNER_FILE,
     RAM_FILE,
     STATE_FILE,
     WarmDeps,
@@ -70,7 +70,7 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
     try:
         with scratch_then_rename(final, final.with_name(f"{final.name}.partial-{os.getpid()}")) as scratch:
             owner = me()
-            (scratch / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+            (scratch / WARMING_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
             started = time.monotonic()
             progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
             vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
@@ -79,14 +79,14 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
                 if image.manifest.guest_agent:
                     GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
                 progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
-                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / NVRAM_FILE)
+                vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / SAVED_NVRAM_FILE)
             (scratch / BASE_DISK).chmod(0o444)
             (scratch / RAM_FILE).chmod(0o444)
             state = WarmState(image=image.name, slot=slot, deps=current, created_at=datetime.now(UTC),
                               warm_seconds=round(time.monotonic() - started, 1),
                               ram_bytes=(scratch / RAM_FILE).stat().st_size,
                               base_bytes=(scratch / BASE_DISK).stat().st_size)
-            (scratch / OWNER_FILE).unlink()
+            (scratch / WARMING_OWNER_FILE).unlink()
             (scratch / STATE_FILE).write_text(state.model_dump_json(indent=2) + "\n")
     finally:
         lock.release()

@@ -6,6 +6,8 @@ import socket
 import threading
 
 from runner.errors import UsageError
+from runner.live.rfb_relay import BrowserSide
+from typing_extensions import override
 
 
 def accept_websocket(connection: socket.socket, headers) -> WebSocketSide:
@@ -26,13 +28,14 @@ def accept_websocket(connection: socket.socket, headers) -> WebSocketSide:
     return WebSocketSide(ws, connection)
 
 
-class WebSocketSide:
+class WebSocketSide(BrowserSide):
     def __init__(self, ws, connection: socket.socket) -> None:
         self._ws = ws
         self._connection = connection
         self._send_lock = threading.Lock()  # the relay sends from its pump thread; recv answers pings
         self._closed = False
 
+    @override
     def recv(self) -> bytes | None:
         from websockify.websocket import WebSocketWantReadError
 
@@ -45,6 +48,7 @@ class WebSocketSide:
                 return None
             return None if data is None else bytes(data)
 
+    @override
     def send(self, data: bytes) -> None:
         from websockify.websocket import WebSocketWantWriteError
 
@@ -58,6 +62,7 @@ class WebSocketSide:
                     # call sends the rest, blocking until the browser reads.
                     continue
 
+    @override
     def close(self) -> None:
         with self._send_lock:
             if self._closed:

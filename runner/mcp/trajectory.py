@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from runner.display.base import Button, Display, DisplayInfo, ScrollDirection
 from runner.guest.base import ExecResult, GuestShell
+from typing_extensions import override
 
 T = TypeVar("T")
 # The MCP tool being served, so a recorded display call carries the agent's own name for it.
@@ -97,41 +98,52 @@ class RecordingDisplay(Display):
         self.inner = inner
         self.trajectory = trajectory
 
+    @override
     def info(self) -> DisplayInfo:
         return self.trajectory.record("info", {}, self.inner.info, lambda i: f"{i.width}x{i.height}")
 
+    @override
     def screenshot(self) -> bytes:
         return self.trajectory.record("screenshot", {}, self.inner.screenshot,
                                       lambda png: f"{len(png)} bytes PNG", screenshot=lambda png: png)
 
+    @override
     def move(self, x: int, y: int) -> None:
         self.trajectory.record("move", {"x": x, "y": y}, lambda: self.inner.move(x, y))
 
+    @override
     def click(self, x: int, y: int, button: Button = "left", *, double: bool = False) -> None:
         self.trajectory.record("click", {"x": x, "y": y, "button": button, "double": double},
                                lambda: self.inner.click(x, y, button, double=double))
 
+    @override
     def drag(self, x1: int, y1: int, x2: int, y2: int, button: Button = "left") -> None:
         self.trajectory.record("drag", {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "button": button},
                                lambda: self.inner.drag(x1, y1, x2, y2, button))
 
+    @override
     def scroll(self, x: int, y: int, direction: ScrollDirection, amount: int = 3) -> None:
         self.trajectory.record("scroll", {"x": x, "y": y, "direction": direction, "amount": amount},
                                lambda: self.inner.scroll(x, y, direction, amount))
 
+    @override
     def key(self, key: str, modifiers: tuple[str, ...] = ()) -> None:
         self.trajectory.record("key", {"key": key, "modifiers": list(modifiers)}, lambda: self.inner.key(key, modifiers))
 
+    @override
     def type(self, text: str, *, delay: float | None = None) -> None:
         self.trajectory.record("type", {"text": text, "delay": delay}, lambda: self.inner.type(text, delay=delay))
 
     @property
+    @override
     def pointer(self) -> tuple[int, int]:
         return self.trajectory.record("pointer", {}, lambda: self.inner.pointer, lambda p: f"{p[0]},{p[1]}")
 
+    @override
     def check_point(self, x: int, y: int) -> None:
         self.inner.check_point(x, y)  # validation only: not a step
 
+    @override
     def close(self) -> None:
         self.inner.close()
 
@@ -143,18 +155,23 @@ class RecordingShell(GuestShell):
         self.inner = inner
         self.trajectory = trajectory
 
+    @override
     def wait_ready(self, timeout: float) -> float:
         return self.inner.wait_ready(timeout)
 
+    @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         return self.trajectory.record("run", {"script": script[:500], "timeout": timeout},
                                       lambda: self.inner.run(script, timeout), lambda r: f"exit {r.exit_code}")
 
+    @override
     def put(self, local: Path, remote: str) -> None:
         self.trajectory.record("put", {"local": str(local), "remote": remote}, lambda: self.inner.put(local, remote))
 
+    @override
     def get(self, remote: str, local: Path) -> None:
         self.trajectory.record("get", {"remote": remote, "local": str(local)}, lambda: self.inner.get(remote, local))
 
+    @override
     def close(self) -> None:
         self.inner.close()

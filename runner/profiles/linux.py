@@ -30,6 +30,7 @@ from runner.profiles.base import (
     Shells,
 )
 from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
+from typing_extensions import override
 
 if TYPE_CHECKING:
     from runner.images.catalog import Image, SshAccess
@@ -63,20 +64,25 @@ class LinuxProfile(GuestProfile):
 
     # -- the image
 
+    @override
     def home(self, user: str) -> str:
         return f"/home/{user}"
 
+    @override
     def access_problem(self, manifest) -> str | None:
         return None if manifest.ssh is not None else "a linux image needs 'ssh' (how the runner logs in)"
 
+    @override
     def admin_access_missing(self, manifest) -> str | None:
         if manifest.ssh.admin_private_key is None:
             return "it predates the runner's privileged channel (no admin key in its manifest)"
         return None
 
+    @override
     def shell_port(self, manifest) -> int:
         return _ssh(manifest).port
 
+    @override
     def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         ssh = _ssh(image.manifest)
         user = SshShell(host, port, ssh.user, image.path(ssh.private_key), ssh.host_key)
@@ -89,6 +95,7 @@ class LinuxProfile(GuestProfile):
         return Shells(user=user, admin=SshShell(host, port, ssh.admin_user, image.path(ssh.admin_private_key),
                                                 ssh.host_key, environment=ADMIN_ENV))
 
+    @override
     def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
         ssh = _ssh(image.manifest)
         key = image.path(ssh.private_key)
@@ -97,6 +104,7 @@ class LinuxProfile(GuestProfile):
 
     # -- scripts in the guest
 
+    @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
         q = shlex.quote
         user_env = (f"env -i HOME={q(user.home)} USER={q(user.name)} LOGNAME={q(user.name)} "
@@ -127,20 +135,25 @@ class LinuxProfile(GuestProfile):
                 f"{as_user}"
                 'cd "$USER_HOME" || exit 125\n')
 
+    @override
     def agent_prelude(self, folder: str) -> str:
         return f"TASK_DIR={shlex.quote(folder)}; export TASK_DIR; cd \"$HOME\"\n"
 
+    @override
     def stage_script(self, folder: str, subfolders: list[str]) -> str:
         made = " ".join(shlex.quote(f"{folder}/{d}") for d in subfolders)
         return f"umask 077; rm -rf {folder} && mkdir -m 0700 {folder} && mkdir -p {folder} {made}"
 
+    @override
     def remove_script(self, folder: str) -> str:
         return f"rm -rf {folder}"
 
+    @override
     def chained_script(self, first: str, boundary: str, second: str) -> str:
         # FIRST runs in a subshell, so an `exit` in it ends only its part.
         return f"(\n{first}\n)\nq=$?; [ $q -eq 0 ] || exit $q\necho {boundary}\n{second}"
 
+    @override
     def staged_run_script(self, folder: str, files: dict[str, bytes], script: str, after: str = "") -> str:
         # Under TCG every command, file copy and program started costs (~0.3 s a command,
         # 0.05-0.15 s a program): the files travel inside the one command, and the script runs
@@ -163,6 +176,7 @@ class LinuxProfile(GuestProfile):
                 f"{fill} || {{ echo {shlex.quote(STAGING_FAILED)} >&2; exit {STAGING_FAILED_EXIT}; }}\n{trailer}"
                 f"( . {q}/{RUN_FILE} ) </dev/null\nrc=$?\n{after}rm -rf {q}\nexit $rc\n")
 
+    @override
     def verdict_helper(self, record: str) -> str:
         fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
         # printf '%s': the reason is data, never a format or an escape sequence (dash's echo
@@ -178,32 +192,40 @@ class LinuxProfile(GuestProfile):
             "    exit 0\n"
             "}\n")
 
+    @override
     def verdict_trailer(self, record: str, boundary: str) -> str:
         fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
         return (f"if [ -e {fail} ]; then printf '\\n%s\\nfail\\n' {boundary}; head -c {MAX_RECORD} {fail}; "
                 f"elif [ -e {passed} ]; then printf '\\n%s\\npass' {boundary}; fi\n")
 
+    @override
     def verdict_read_script(self, record: str) -> str:
         fail, passed = shlex.quote(record + ".fail"), shlex.quote(record + ".pass")
         return (f"if [ -e {fail} ]; then printf 'fail\\n'; head -c {MAX_RECORD} {fail}; "
                 f"elif [ -e {passed} ]; then printf pass; fi\n")
 
+    @override
     def staged_path(self, folder: str, relative: str) -> str:
         return f"{folder}/{relative}"
 
+    @override
     def hand_home_script(self, user: DesktopUser) -> str:
         return f"find {shlex.quote(user.home)} -xdev -user 0 -exec chown -h {shlex.quote(user.name)}: {{}} +\n"
 
+    @override
     def grant_admin_script(self, user: DesktopUser) -> str:
         return (f"umask 0337; echo {shlex.quote(user.name + ' ALL=(ALL) NOPASSWD: ALL')} > /etc/sudoers.d/cu-run-agent\n"
                 "visudo -cq -f /etc/sudoers.d/cu-run-agent\n")
 
+    @override
     def clock_script(self, now: float) -> str:
         return f"date -u -s @{now:.3f} >/dev/null"
 
+    @override
     def sync_script(self) -> str:
         return "sync"
 
+    @override
     def warm_up_script(self) -> str:
         # Right after a restore, TCG has translated none of the guest's code: the first staging
         # and the first listing of an episode cost ~0.9 s more than later ones (measured).
@@ -214,12 +236,14 @@ class LinuxProfile(GuestProfile):
 
     # -- the write set
 
+    @override
     def list_script(self, watch: Watch) -> str:
         args = " ".join(shlex.quote(str(a)) for a in (HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES, watch.since_ns,
                                                       len(watch.ignore), *watch.ignore, *watch.roots))
         # -S: no site module (the lister needs none), half of Python's start under TCG.
         return f"exec python3 -I -S -c {shlex.quote(_LINUX_LISTER)} {args}\n"
 
+    @override
     def parse_listing(self, output: str) -> Listing:
         """The lister's lines (see _LINUX_LISTER), then "complete" or "truncated" and its start time.
         Strict: the output is the guest's, so anything the lister does not print is refused."""
@@ -253,6 +277,7 @@ class LinuxProfile(GuestProfile):
 
     # -- after the agent
 
+    @override
     def processes_script(self, user: DesktopUser) -> str:
         # PID and start time: a PID the agent frees and gets again for a process of its own
         # (it can spin through PIDs) is not the process that was kept.
@@ -261,11 +286,13 @@ class LinuxProfile(GuestProfile):
                 "    set -- ${s##*) }; printf '%s:%s\\n' \"$p\" \"${20}\"\n"
                 "done\n")
 
+    @override
     def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
         return _freeze_script(user) if keep is None else _kill_new_script(user, keep)
 
     # -- the MCP file tools
 
+    @override
     def confine(self, root: str, path: str) -> str:
         root = posixpath.normpath(root)
         target = posixpath.normpath(posixpath.join(root, path))
@@ -273,17 +300,20 @@ class LinuxProfile(GuestProfile):
             raise ValueError(f"{path} leads outside {root}")
         return target
 
+    @override
     def list_files_script(self, root: str, target: str) -> str:
         return (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
                 f"case \"$t/\" in {shlex.quote(posixpath.normpath(root))}/*) ;; *) exit 4;; esac\n"
                 "find \"$t\" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%TY-%Tm-%Td %TH:%TM\\t%f\\n' | sort -k4\n")
 
+    @override
     def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
         return (f"t=$(realpath -e -- {shlex.quote(target)}) || exit 3\n"
                 f"case \"$t\" in {shlex.quote(posixpath.normpath(root))}/*) ;; *) exit 4;; esac\n"
                 f"[ -f \"$t\" ] || exit 5\n[ $(stat -c %s \"$t\") -le {max_bytes} ] || exit 6\n"
                 "base64 -w0 \"$t\"\n")
 
+    @override
     def privileged_script_mistakes(self, text: str) -> list[str]:
         """$HOME and ~ are root's in a privileged script; the desktop user's home is $USER_HOME.
         Comments do not count."""
@@ -294,6 +324,7 @@ class LinuxProfile(GuestProfile):
                              "user's: use $USER_HOME")
         return found
 
+    @override
     def verdict_warnings(self, text: str) -> list[str]:
         # Data: what a command printed (x=$(...), read x): a file's content, a listing.
         data = set(_FROM_COMMAND.findall(text)) | {n for names in _READ.findall(text) for n in names.split()}
@@ -315,24 +346,31 @@ class LinuxProfile(GuestProfile):
 
     # -- conformance checks
 
+    @override
     def selfcheck_probe(self) -> tuple[str, str]:
         return "uname -a", "Linux"
 
+    @override
     def selfcheck_failing(self) -> str:
         return "echo to-stderr >&2; exit 3"
 
+    @override
     def selfcheck_sleep(self) -> tuple[str, str]:
         return "sleep 60", "pgrep -x sleep || true"
 
+    @override
     def selfcheck_hash(self, path: str) -> str:
         return f"sha256sum {shlex.quote(path)}"
 
+    @override
     def selfcheck_temp_path(self) -> str:
         return "/tmp/cu-roundtrip.bin"
 
+    @override
     def typing_line(self, text: str, path: str) -> str:
         return f"cat > {shlex.quote(path)} <<'EOF'\n{text}\nEOF\n"
 
+    @override
     def read_text_script(self, path: str) -> str:
         return f"cat {shlex.quote(path)} 2>/dev/null"
 

@@ -17,6 +17,7 @@ from runner.errors import InfraError
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
 from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
+from typing_extensions import override
 
 if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
@@ -51,22 +52,27 @@ class WindowsProfile(GuestProfile):
 
     # -- the image
 
+    @override
     def home(self, user: str) -> str:
         return f"C:\\Users\\{user}"
 
+    @override
     def access_problem(self, manifest) -> str | None:
         if manifest.winrm is None or manifest.firmware is None:
             return "a windows image needs 'winrm' and 'firmware'"
         return None
 
+    @override
     def admin_access_missing(self, manifest) -> str | None:
         if manifest.winrm.admin_user is None or manifest.winrm.admin_password is None:
             return "it predates the separate verifier account (no admin_user in its manifest)"
         return None
 
+    @override
     def shell_port(self, manifest) -> int:
         return _winrm(manifest).port
 
+    @override
     def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         # WinRM is the Windows admin channel (the design's verifier transport), agent or not.
         winrm = _winrm(image.manifest)
@@ -75,6 +81,7 @@ class WindowsProfile(GuestProfile):
         return Shells(user=WinRmShell(host, port, winrm.user, winrm.password, transport=winrm.transport),
                       admin=WinRmShell(host, port, winrm.admin_user, winrm.admin_password, transport=winrm.transport))
 
+    @override
     def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
         user = _winrm(image.manifest).user
         return ShellEndpoint("winrm", {"host": host, "port": port, "user": user, "endpoint": f"http://{host}:{port}/wsman"},
@@ -82,15 +89,18 @@ class WindowsProfile(GuestProfile):
 
     # -- scripts in the guest
 
+    @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
         return (f"$env:TASK_DIR = '{folder}'\r\n$env:USER_HOME = '{user.home}'\r\n$env:DESKTOP_USER = '{user.name}'\r\n"
                 f"$env:DESKTOP_USER_SID = (New-Object System.Security.Principal.NTAccount('{user.name}')).Translate("
                 "[System.Security.Principal.SecurityIdentifier]).Value\r\n"
                 "Set-Location -LiteralPath $env:USER_HOME\r\n")
 
+    @override
     def agent_prelude(self, folder: str) -> str:
         return f"$env:TASK_DIR = {_ps(folder)}\r\nSet-Location -LiteralPath $env:USERPROFILE\r\n"
 
+    @override
     def stage_script(self, folder: str, subfolders: list[str]) -> str:
         made = "".join(f"New-Item -ItemType Directory -Force -Path {_ps(folder + chr(92) + d.replace('/', chr(92)))}"
                        " | Out-Null\r\n" for d in subfolders)
@@ -102,12 +112,15 @@ class WindowsProfile(GuestProfile):
                 "'SYSTEM:(OI)(CI)F' | Out-Null\r\n"
                 f"{made}")
 
+    @override
     def remove_script(self, folder: str) -> str:
         return f"Remove-Item -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue"
 
+    @override
     def staged_path(self, folder: str, relative: str) -> str:
         return folder + "\\" + relative.replace("/", "\\")
 
+    @override
     def verdict_helper(self, record: str) -> str:
         fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
         # `exit` in a function ends the whole script, as the sh helper's does.
@@ -124,31 +137,38 @@ class WindowsProfile(GuestProfile):
                 "    exit 0\r\n"
                 "}\r\n")
 
+    @override
     def verdict_trailer(self, record: str, boundary: str) -> str:
         return f"Write-Output ''\r\nWrite-Output {_ps(boundary)}\r\n{self.verdict_read_script(record)}"
 
+    @override
     def verdict_read_script(self, record: str) -> str:
         fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
         return (f"if (Test-Path -LiteralPath {fail}) {{ Write-Output 'fail'; $r = [IO.File]::ReadAllText({fail}); "
                 f"Write-Output $r.Substring(0, [Math]::Min($r.Length, {MAX_RECORD_CHARS})) }}\r\n"
                 f"elseif (Test-Path -LiteralPath {passed}) {{ Write-Output 'pass' }}\r\n")
 
+    @override
     def hand_home_script(self, user: DesktopUser) -> str:
         return (f"Get-ChildItem -LiteralPath {_ps(user.home)} -Recurse -Force -ErrorAction SilentlyContinue | "
                 f"ForEach-Object {{ icacls $_.FullName /setowner {_ps(user.name)} /q | Out-Null }}\r\n")
 
+    @override
     def grant_admin_script(self, user: DesktopUser) -> str:
         return f"Add-LocalGroupMember -Group 'Administrators' -Member {_ps(user.name)} -ErrorAction SilentlyContinue\r\n"
 
+    @override
     def clock_script(self, now: float) -> str:
         return (f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
                 " | Out-Null")
 
+    @override
     def sync_script(self) -> str:
         return "Write-VolumeCache -DriveLetter C"
 
     # -- the write set
 
+    @override
     def list_script(self, watch: Watch) -> str:
         """PowerShell printing one line per item under the roots: kind, size, mtime ticks, sha256,
         path, tab-separated. Windows paths hold no tabs or newlines, so lines are enough. NTFS's
@@ -176,6 +196,7 @@ class WindowsProfile(GuestProfile):
             "}\n"
         )
 
+    @override
     def parse_listing(self, output: str) -> Listing:
         entries: Manifest = {}
         unhashed = []
@@ -196,15 +217,18 @@ class WindowsProfile(GuestProfile):
 
     # -- after the agent
 
+    @override
     def processes_script(self, user: DesktopUser) -> str:
         return (f"Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like {_ps('*' + chr(92) + user.name)} }} | "
                 "ForEach-Object { \"$($_.Id):$($_.StartTime.ToUniversalTime().Ticks)\" }\r\n")
 
+    @override
     def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
         return _stop_script(user, keep or frozenset())
 
     # -- the MCP file tools
 
+    @override
     def confine(self, root: str, path: str) -> str:
         root = ntpath.normpath(root)
         target = ntpath.normpath(ntpath.join(root, path.replace("/", "\\")))
@@ -212,6 +236,7 @@ class WindowsProfile(GuestProfile):
             raise ValueError(f"{path} leads outside {root}")
         return target
 
+    @override
     def list_files_script(self, root: str, target: str) -> str:
         return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
                 "if ($null -eq $t) { exit 3 }\r\n"
@@ -224,6 +249,7 @@ class WindowsProfile(GuestProfile):
                 "    \"$kind`t$size`t$($_.LastWriteTime.ToString('yyyy-MM-dd HH:mm'))`t$($_.Name)\"\r\n"
                 "}\r\n")
 
+    @override
     def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
         return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
                 "if ($null -eq $t) { exit 3 }\r\n"
@@ -233,6 +259,7 @@ class WindowsProfile(GuestProfile):
                 f"if ($t.Length -gt {max_bytes}) {{ exit 6 }}\r\n"
                 "[Convert]::ToBase64String([IO.File]::ReadAllBytes($t.FullName))\r\n")
 
+    @override
     def privileged_script_mistakes(self, text: str) -> list[str]:
         """$env:USERPROFILE and HKCU: are the verifier account's own in a privileged script."""
         found = []
@@ -243,6 +270,7 @@ class WindowsProfile(GuestProfile):
                              "desktop user's: use $env:USER_HOME and Registry::HKEY_USERS\\$env:DESKTOP_USER_SID")
         return found
 
+    @override
     def verdict_warnings(self, text: str) -> list[str]:
         # Data: a variable assigned from a command or an expression, not a literal.
         data = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[^\s'\"0-9$]", text))
@@ -263,26 +291,33 @@ class WindowsProfile(GuestProfile):
 
     # -- conformance checks
 
+    @override
     def selfcheck_probe(self) -> tuple[str, str]:
         return "[Environment]::OSVersion.VersionString", "Windows"
 
+    @override
     def selfcheck_failing(self) -> str:
         return "[Console]::Error.WriteLine('to-stderr'); exit 3"
 
+    @override
     def selfcheck_sleep(self) -> tuple[str, str]:
         return ("Start-Sleep -Seconds 60",
                 "Get-CimInstance Win32_Process -Filter \"Name='powershell.exe'\" | "
                 "Where-Object { $_.CommandLine -like '*Start-Sleep -Seconds 60*' } | ForEach-Object { $_.ProcessId }")
 
+    @override
     def selfcheck_hash(self, path: str) -> str:
         return f"(Get-FileHash -LiteralPath {_ps(path)} -Algorithm SHA256).Hash.ToLower()"
 
+    @override
     def selfcheck_temp_path(self) -> str:
         return "C:\\Windows\\Temp\\cu-roundtrip.bin"
 
+    @override
     def typing_line(self, text: str, path: str) -> str:
         return f"Set-Content -LiteralPath {_ps(path)} -Value {_ps(text)}\n"
 
+    @override
     def read_text_script(self, path: str) -> str:
         return f"Get-Content -LiteralPath {_ps(path)} -Raw -ErrorAction SilentlyContinue"
 

@@ -1,8 +1,9 @@
-"""`cu-run run` and `cu-run validate`: the run scope around the harness.
+"""`cu-run run` and `cu-run validate`: a run around its pool.
 
-Load and check the suite, agent and image before any VM starts; write provenance; run
-the pool; write the summary. Results are appended as episodes end, so an interrupted
-run resumes with --resume and redoes only what has no result.
+Plan the run (suite, agent and image checked before any VM starts: runner.runs.run_plan); open
+its pool (this machine's slots, or a cluster's hosts: runner.runs.pool); write provenance; run
+the pool; write the summary and the reports. Results are appended as episodes end, so an
+interrupted run resumes with --resume and redoes only what has no result.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,65 +21,20 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from runner.agents.base import Agent
-from runner.agents.registry import make_agent
-from runner.images.catalog import Catalog, Image
 from runner.config import Settings, private_dir
-from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
-from runner.runs.harness import Harness, PoolConfig
-from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.mcp.proxy import ExternalServer
-from runner.mcp.server import DEFAULT_TOOLSETS, resolve_toolsets
-from runner.profiles import get_profile
-from runner.runs.admission import Admission, admit, available_mib
-from runner.runs.standby import leaves_a_core
-from runner.runs.provenance import host_facts, runner_facts
-from runner.runs.report import write_reports
-from runner.tasks.lint import errors, lint_task_scripts
-from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, missing, summarize
-from runner.session import new_run_id, resolve_accel
-from runner.tasks.model import Suite, Task, load_suite
-from runner.tasks.selection import load_selection
-from runner.images.start_plan import StartPlan, plan_start
 from runner.images.windows_11 import licence_warning
+from runner.runs.local_pool import open_local_pool
+from runner.runs.pool import Pool, PoolHooks, PoolOpener
+from runner.runs.provenance import runner_facts
+from runner.runs.report import write_reports
+from runner.runs.request import RunRequest
+from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, summarize
+from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
+from runner.tasks.model import Task
 
 EXIT_INFRA = 3
 EXIT_GATE = 4
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    suite: str
-    agent: str
-    tasks: tuple[str, ...] = ()
-    vm_pool: int = 1
-    trials: int = 1
-    out: Path | None = None
-    resume: bool = False
-    fail_under: float | None = None
-    image: str | None = None
-    accel: str = "auto"
-    tools: tuple[str, ...] = DEFAULT_TOOLSETS
-    max_steps: int | None = None
-    agent_cmd: str | None = None
-    max_turns: int = 50
-    start: str = "auto"
-    gate: str = "all"  # --fail-under over all tasks, or only the stable (non-flaky) ones
-    agent_script: str = "ui_oracle.yaml"  # the scripted agent's script, per task
-    record: bool = False  # each episode's screen to recording.mp4
-    cluster: str | None = None  # a Ray cluster's address: run on its cu-run hosts (runner.cluster)
-    selection: Path | None = None  # a selection.yaml of `cu-run tasks select`: its tasks, in its order
-    mcp_server: str | None = None  # an external MCP server's command, started per episode ({vnc} filled in)
-    mcp_server_url: str | None = None  # or its URL
-    append_prompt: str = ""  # claude/codex: text after cu-run's system prompt (a vendor's skill text)
-    agent_env: tuple[tuple[str, str], ...] = ()  # the agent's environment, over the runner's
-    timeout_s: int | None = None  # every task's timeout_s, overridden (a study arm's)
-    live: bool = False  # serve the live view (runner.live) while the pool runs
-    live_port: int = 0
-    live_host: str = "127.0.0.1"
-    live_control: bool = False  # the live view may take the mouse and keyboard (recorded as interventions)
-    standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
 
 
 @dataclass(frozen=True)
@@ -89,134 +45,29 @@ class RunResult:
     exit_code: int
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What a run is, checked before any VM starts: every refusal of bad input happens here."""
-
-    suite: Suite
-    tasks: tuple[Task, ...]
-    agent: Agent
-    image: Image
-    out_dir: Path
-    previous: dict | None  # run.json of the run being resumed
-
-    def planned(self, trials: int) -> list[tuple[str, int]]:
-        return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
-
-
-def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
-    if request.vm_pool < 1 or request.trials < 1:
-        raise UsageError("--vm-pool and --trials must be at least 1")
-    if request.fail_under is not None and not 0 <= request.fail_under <= 1:
-        raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
-    if request.gate not in ("all", "stable"):
-        raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
-    if request.max_steps is not None and request.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
-    check_live_options(request)
-    suite = load_suite(request.suite)
-    if request.selection is not None and request.tasks:
-        raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
-    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
-    tasks = suite.select(ids)
-    check_scripts(tasks)
-    profile = _profile(suite, tasks)
-    resolve_toolsets(request.tools)
-    if request.timeout_s is not None:
-        tasks = tuple(replace(t, spec=t.spec.model_copy(update={"timeout_s": request.timeout_s})) for t in tasks)
-    agent = make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
-                       script=request.agent_script, append_prompt=request.append_prompt,
-                       env=dict(request.agent_env))
-    external_server(request, agent)
-    image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
-    if image.manifest.profile != profile:
-        raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
-                         fix=f"pass --image with a {profile} image")
-    if (missing_admin := image.manifest.admin_access_missing()) is not None:
-        raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
-    out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
-    previous = _check_out_dir(out_dir, ResultLog(out_dir), request.resume, suite)
-    check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
-                     f"a pool of {request.vm_pool} episode VMs")
-    image.verify_disk()
-    return RunPlan(suite, tasks, agent, image, out_dir, previous)
-
-
-def run_suite(settings: Settings, request: RunRequest, console: Console) -> RunResult:
+def run_suite(settings: Settings, request: RunRequest, console: Console,
+              open_pool: PoolOpener = open_local_pool) -> RunResult:
+    """Runs REQUEST on the pool OPEN_POOL opens (this machine's slots by default; a cluster's hosts
+    with runner.cluster.driver.open_cluster_pool): plan, provenance, results, reports, exit code."""
     plan = plan_run(settings, request)
     if (warning := licence_warning(plan.image)) is not None:
         console.print(f"[yellow]{warning}[/]")
-    if request.cluster:
-        from runner.cluster.driver import run_on_cluster
-
-        return run_on_cluster(request, plan, console)
-    machine = open_machine(settings, request, plan.image, console)
-    try:
-        harness, log, provenance, work = begin_local(settings, request, plan, machine, console)
-        with _live_view(request, plan, harness, work, console), finishing(plan, request, log, provenance, console):
-            _run_pool(harness, work, console)
-    finally:
-        machine.host.close()
-    return finish_run(plan, request, log, provenance, console)
-
-
-@dataclass(frozen=True)
-class Machine:
-    """This host as runs use it: libvirt, the accelerator, the pool its memory admits, how VMs start."""
-
-    host: LibvirtHost
-    accel: str
-    probe: str
-    admission: Admission
-    start: StartPlan
-
-    @property
-    def vm_pool(self) -> int:
-        return self.admission.admitted
-
-
-def open_machine(settings: Settings, request: RunRequest, image: Image, console: Console) -> Machine:
-    accel, probe = resolve_accel(settings, image, request.accel)
-    admission = admit(request.vm_pool, image.manifest.memory_mib, accel, available_mib())
-    if admission.capped:
-        console.print(f"[yellow]{escape(admission.notice(image.name))}[/]")
-    host = LibvirtHost(settings.libvirt_uri)
-    try:
-        start = plan_start(request.start, host, image, accel, settings.libvirt_uri, admission.admitted)
-    except BaseException:
-        host.close()
-        raise
-    if start.notice:
-        console.print(f"[yellow]{start.notice}[/]")
-    return Machine(host, accel, probe.reason, admission, start)
-
-
-def begin_local(settings: Settings, request: RunRequest, plan: RunPlan, machine: Machine,
-                console: Console) -> tuple[Harness, ResultLog, dict, list[tuple[Task, int]]]:
-    """A run's harness on MACHINE, its results log, its provenance (written) and what is left to do."""
     log = ResultLog(plan.out_dir)
     finished = log.finished()
     work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
-    private_dir(plan.out_dir)
-    provenance = _provenance(settings, request, plan, machine.host, machine.accel, machine.probe, machine.start)
-    admission = machine.admission
-    provenance["pool"] = {"asked": request.vm_pool, "used": machine.vm_pool, "per_vm_mib": admission.per_vm_mib,
-                          "available_mib": admission.available_mib}
-    write_json(plan.out_dir / "run.json", provenance)
-    console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
-                  f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                  f"pool {machine.vm_pool}, {machine.accel.upper()}, {machine.start.mode} start, agent {plan.agent.name}")
-    pool = PoolConfig(image=plan.image, accel=machine.accel, vm_pool=machine.vm_pool, run_id=new_run_id(),
-                      toolsets=request.tools, max_steps=request.max_steps, warm=machine.start.slots,
-                      # A spare's VM runs beside the pool's (a teardown's overlap, a standby): only
-                      # as many as the host's memory holds besides.
-                      spare_warm=machine.start.spares[:admission.room_beside],
-                      standby=request.standby and leaves_a_core(machine.vm_pool),
-                      suite_rules=plan.suite.safety, record=request.record,
-                      mcp_server=external_server(request, plan.agent))
-    harness = Harness(machine.host, settings, pool, plan.agent, plan.out_dir,
-                      on_record=lambda r: print_record(console, r))
-    return harness, log, provenance, work
+    hooks = PoolHooks(on_record=lambda r: print_record(console, r),
+                      notice=lambda line: console.print(f"[yellow]{escape(line)}[/]", highlight=False))
+    with open_pool(settings, plan, request, hooks) as pool:
+        private_dir(plan.out_dir)
+        provenance = base_provenance(request, plan, pool.where())
+        write_json(plan.out_dir / "run.json", provenance)
+        console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
+                      f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
+                      f"{pool.describe()}, agent {plan.agent.name}")
+        with _live_view(request, plan, pool, work, console), finishing(plan, request, log, provenance, console):
+            _run_pool(pool, work, console)
+        why_lost = pool.lost()
+    return finish_run(plan, request, log, provenance, console, why_lost=why_lost)
 
 
 @contextmanager
@@ -252,22 +103,13 @@ def finish_run(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: d
     return RunResult(plan.out_dir, summary, records, exit_code)
 
 
-def _provenance(settings: Settings, request: RunRequest, plan: RunPlan, host: LibvirtHost, accel: str,
-                probe: str, start: StartPlan) -> dict:
-    """run.json of a run on this machine."""
-    return base_provenance(request, plan, {
-        "host": host_facts(),
-        "accel": {"used": accel, "requested": request.accel, "probe": probe},
-        "start": {"used": start.mode, "requested": request.start, "notice": start.notice},
-        "hypervisor": {"libvirt_uri": settings.libvirt_uri, **host.versions()},
-    })
-
-
 def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
-    """run.json: what ran, plus WHERE it ran; a resumed run keeps the first and notes when it resumed."""
+    """run.json: what ran, plus WHERE it ran; a resumed run keeps the first and notes when and
+    where it resumed."""
     started_at = datetime.now(UTC).isoformat()
     if plan.previous:
         plan.previous["resumed_at"].append(started_at)
+        plan.previous.setdefault("resumed_where", []).append(where)
         return plan.previous
     tasks, image = plan.tasks, plan.image
     return {
@@ -284,41 +126,26 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
     }
 
 
-def check_live_options(request: RunRequest) -> None:
-    from runner.live import check_live_flags
-
-    check_live_flags(request.live, request.live_port, request.live_host, request.live_control)
-    if request.live and request.cluster:
-        raise UsageError("--live serves the slots of this machine; a --cluster run's VMs are on its hosts",
-                         fix="drop --live, or run without --cluster")
-
-
-def _live_view(request: RunRequest, plan: RunPlan, harness: Harness, work: list[tuple[Task, int]],
+def _live_view(request: RunRequest, plan: RunPlan, pool: Pool, work: list[tuple[Task, int]],
                console: Console) -> AbstractContextManager:
     """The live view of the pool (--live), or nothing."""
     if not request.live:
         return nullcontext()
     from runner.live import LiveOptions, serving
-    from runner.live.sources import HarnessSource
 
     total = len(plan.planned(request.trials))
-    source = HarnessSource(harness, f"{plan.suite.name} / {plan.agent.name}", total, done_before=total - len(work))
-    shown = harness.on_record
-
-    def on_record(record: EpisodeRecord) -> None:
-        source.record(record)
-        shown(record)
-
-    harness.on_record = on_record
+    source = pool.live_source(f"{plan.suite.name} / {plan.agent.name}", total, total - len(work))
+    if source is None:
+        raise UsageError("this pool has no live view", fix="drop --live")
     options = LiveOptions(port=request.live_port, host=request.live_host, control=request.live_control)
     return serving(source, options, lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
                    run_dir=plan.out_dir)
 
 
-def _run_pool(harness: Harness, work: list[tuple[Task, int]], console: Console) -> None:
+def _run_pool(pool: Pool, work: list[tuple[Task, int]], console: Console) -> None:
     if work:
-        with Live(_status_table(harness), console=console, refresh_per_second=2, transient=True) as live:
-            harness.run(work, render=lambda: live.update(_status_table(harness)))
+        with Live(_status_table(pool), console=console, refresh_per_second=2, transient=True) as live:
+            pool.run(work, render=lambda: live.update(_status_table(pool)))
 
 
 def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict) -> tuple[list[EpisodeRecord], dict]:
@@ -346,34 +173,6 @@ def run_exit_code(summary: dict, lost: list[tuple[str, int]], fail_under: float 
     return 0, None
 
 
-def external_server(request: RunRequest, agent: Agent) -> ExternalServer | None:
-    """--mcp-server / --mcp-server-url as an ExternalServer, refused where it cannot apply."""
-    if request.mcp_server is None and request.mcp_server_url is None:
-        return None
-    external = ExternalServer(request.mcp_server, request.mcp_server_url)
-    external.preflight()
-    if not agent.needs_mcp:
-        raise UsageError(f"agent {agent.name} does not use MCP tools, so --mcp-server gives it nothing",
-                         fix="use an MCP-driven agent: scripted, command, claude or codex")
-    if tuple(request.tools) != DEFAULT_TOOLSETS:
-        raise UsageError("--tools chooses among cu-run's own tools; an external MCP server brings its own",
-                         fix="leave out --tools with --mcp-server")
-    return external
-
-
-def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:
-    """The tasks whose agent gets admin rights: it could tamper with its own verification."""
-    return [t.id for t in tasks if t.spec.agent_privileges == "admin"]
-
-
-def check_scripts(tasks: tuple[Task, ...]) -> None:
-    """What `tasks lint` checks of every script, before any VM starts."""
-    problems = [f"{p.path}: {p.message}" for t in tasks for p in errors(lint_task_scripts(t.folder))]
-    if problems:
-        raise UsageError("the tasks' scripts have errors:\n  " + "\n  ".join(problems),
-                         fix="fix them (cu-run tasks lint --suite ... lists them all)")
-
-
 def gate_failure(summary: dict, fail_under: float, gate: str) -> str | None:
     """Why the run misses --fail-under, or None. gate 'stable' leaves the flaky tasks out."""
     overall = summary["overall"]
@@ -386,14 +185,15 @@ def gate_failure(summary: dict, fail_under: float, gate: str) -> str | None:
     return f"{which} {gated['rate']} is under --fail-under {fail_under}"
 
 
-def validate_suite(settings: Settings, request: RunRequest, console: Console) -> tuple[int, list[str]]:
+def validate_suite(settings: Settings, request: RunRequest, console: Console,
+                   open_pool: PoolOpener = open_local_pool) -> tuple[int, list[str]]:
     """Oracle then nop over the suite: every oracle must pass and every nop must fail."""
     base = (request.out or Path("runs") / f"validate-{Path(request.suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     problems: list[str] = []
     results = {}
     for agent, expected in (("oracle", "pass"), ("nop", "fail")):
         sub = RunRequest(**{**request.__dict__, "agent": agent, "out": base / agent, "fail_under": None})
-        results[agent] = run_suite(settings, sub, console)
+        results[agent] = run_suite(settings, sub, console, open_pool)
         for r in results[agent].records:
             if r.outcome != expected:
                 problems.append(f"{r.task_id} trial {r.trial}: {agent} gave {r.outcome}"
@@ -407,31 +207,6 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console) ->
     return code, problems
 
 
-def _profile(suite: Suite, tasks: tuple[Task, ...]) -> str:
-    profiles = {t.spec.profile for t in tasks}
-    if len(profiles) != 1:
-        raise UsageError(f"suite {suite.name} mixes profiles ({', '.join(sorted(profiles))}); run them separately")
-    return profiles.pop()
-
-
-def _check_out_dir(out_dir: Path, log: ResultLog, resume: bool, suite: Suite) -> dict | None:
-    has_results = (out_dir / RESULTS).exists()
-    if has_results and not resume:
-        raise UsageError(f"{out_dir} already holds results of a run",
-                         fix="add --resume to finish that run, or choose another --out")
-    if not resume:
-        return None
-    run_json = out_dir / "run.json"
-    if not run_json.exists():
-        return None
-    previous = json.loads(run_json.read_text())
-    if previous.get("suite", {}).get("content_sha256") != suite.content_hash():
-        raise UsageError(f"the tasks of suite {suite.name} changed since the run in {out_dir} started; "
-                         "its results would mix two versions",
-                         fix="start a new run with another --out")
-    return previous
-
-
 def _arguments(request: RunRequest) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in request.__dict__.items()}
 
@@ -442,11 +217,14 @@ def write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def _status_table(harness: Harness) -> Table:
-    table = Table("slot", "task", "trial", "phase", "elapsed", title="episodes in flight")
+def _status_table(pool: Pool) -> Table:
+    slots = pool.status()
+    hosts = any(s.host for s in slots)
+    table = Table(*(["host"] if hosts else []), "slot", "task", "trial", "phase", "elapsed", title="episodes in flight")
     now = time.monotonic()
-    for slot, s in sorted(harness.status.items()):
-        table.add_row(str(slot), escape(s.task_id) or "-", str(s.trial or "-"), s.phase, f"{now - s.since:.0f} s")
+    for s in slots:
+        table.add_row(*([escape(s.host)] if hosts else []), str(s.slot), escape(s.task_id) or "-", str(s.trial or "-"),
+                      escape(s.phase), f"{now - s.since:.0f} s" if s.task_id else "-")
     return table
 
 

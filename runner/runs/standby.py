@@ -26,6 +26,7 @@ from runner.errors import InfraError
 from runner.scoring.blame import describe
 
 log = logging.getLogger(__name__)
+STANDBY_WAIT_S = 120.0  # the longest a standby waits for the teardown that frees its warm state
 
 
 def leaves_a_core(vm_pool: int) -> bool:
@@ -36,7 +37,7 @@ def leaves_a_core(vm_pool: int) -> bool:
 
 @dataclass
 class Standby:
-    vm: EpisodeVM
+    vm: EpisodeVM | None  # None until a warm state is free for it (and then, when none was)
     made: threading.Event = field(default_factory=threading.Event)  # started and warmed up, or failed
     error: BaseException | None = None
 
@@ -48,17 +49,38 @@ class Standbys:
         self._by_slot: dict[int, Standby] = {}
         self._lock = threading.Lock()
 
-    def prepare(self, slot: int, make_vm: Callable[[], EpisodeVM | None]) -> None:
+    def prepare(self, slot: int, make_vm: Callable[[], EpisodeVM | None],
+                after: threading.Thread | None = None) -> None:
         """Starts making SLOT's standby in the background, unless it has one; MAKE_VM returns the
-        (unstarted) VM, or None when there is no warm state to spare for it."""
+        (unstarted) VM, or None when there is no warm state to spare for it. AFTER: a teardown
+        that frees a warm state (the slot's last VM's): when none is free now, the standby is
+        made once AFTER has ended, so a pool of one on two warm states gets one every episode."""
         with self._lock:
             if slot in self._by_slot:
                 return
             vm = make_vm()
-            if vm is None:
+            if vm is None and (after is None or not after.is_alive()):
                 return
             standby = self._by_slot[slot] = Standby(vm)
-        threading.Thread(target=_make, args=(standby,), name=f"standby-{slot}", daemon=True).start()
+        if vm is not None:
+            threading.Thread(target=_make, args=(standby,), name=f"standby-{slot}", daemon=True).start()
+            return
+
+        freeing = after
+        assert freeing is not None
+
+        def when_freed() -> None:
+            freeing.join(timeout=STANDBY_WAIT_S)
+            try:
+                standby.vm = make_vm()
+            except BaseException as exc:  # noqa: BLE001 - kept for take(), which logs it
+                standby.error = exc
+            if standby.vm is None or standby.error is not None:
+                standby.made.set()
+                return
+            _make(standby)
+
+        threading.Thread(target=when_freed, name=f"standby-{slot}", daemon=True).start()
 
     def has(self, slot: int) -> bool:
         with self._lock:
@@ -79,6 +101,8 @@ class Standbys:
         if standby.error is not None:
             log.warning("slot %d: the standby VM did not start (%s); starting one now", slot, describe(standby.error))
             return None, waited
+        if standby.vm is None:  # no warm state came free for it
+            return None, waited
         if stop.is_set():
             _discard(standby)
             return None, waited
@@ -90,6 +114,11 @@ class Standbys:
             _discard(standby)
             return None, waited
         return standby.vm, waited
+
+    def names(self) -> list[str]:
+        """The domain names of the standbys made or being made."""
+        with self._lock:
+            return [s.vm.name for s in self._by_slot.values() if s.vm is not None]
 
     def discard(self, slot: int) -> None:
         """Tears SLOT's standby down (once made): the slot has no more work for it."""
@@ -107,7 +136,7 @@ class Standbys:
     def destroy_all(self, destroy: Callable[[str], object]) -> None:
         """Kills every standby's domain now (the run is stopping), so a start in progress fails fast."""
         with self._lock:
-            names = [s.vm.name for s in self._by_slot.values()]
+            names = [s.vm.name for s in self._by_slot.values() if s.vm is not None]
         for name in names:
             try:
                 destroy(name)
@@ -116,6 +145,7 @@ class Standbys:
 
 
 def _make(standby: Standby) -> None:
+    assert standby.vm is not None
     try:
         standby.vm.start()  # a start that fails tears itself down
         try:
@@ -133,7 +163,7 @@ def _discard(standby: Standby) -> None:
     """Tears a standby down once made (one that failed to start tore itself down); a step that
     fails is logged, and gc collects what it left."""
     standby.made.wait()
-    if standby.error is None:
+    if standby.error is None and standby.vm is not None:
         failed = standby.vm.teardown()
         for what in failed:
             log.warning("tearing down the standby %s: %s", standby.vm.name, what)

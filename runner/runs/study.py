@@ -25,14 +25,19 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.console import Console
+from rich.markup import escape
 
 from runner.config import Settings, private_dir
 from runner.errors import UsageError
-from runner.runs.harness import Harness
+from runner.interrupts import shielded
+from runner.runs.scheduler import SlotScheduler
 from runner.runs.results import ResultLog
-from runner.runs.run import (EXIT_INFRA, RunPlan, RunRequest, begin_local, finish_run, finishing, open_machine,
-                             plan_run, write_json)
-from runner.scoring.compare import compare_runs
+from runner.runs.local_pool import LocalPool
+from runner.runs.request import RunRequest
+from runner.runs.run import EXIT_INFRA, base_provenance, finish_run, finishing, print_record, write_json
+from runner.runs.run_plan import RunPlan, plan_run
+from runner.runs.scope import ScopeRequest, open_scope
+from runner.runs.compare import compare_runs
 from runner.tasks.model import Task
 
 STUDY_JSON = "study.json"
@@ -144,7 +149,7 @@ class ArmRun:
     arm: Arm
     request: RunRequest
     plan: RunPlan
-    harness: Harness | None = None
+    harness: SlotScheduler | None = None
     log: ResultLog | None = None
     provenance: dict | None = None
 
@@ -160,19 +165,25 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
         arms.append(ArmRun(arm, request, plan_run(settings, request)))
     private_dir(out_dir)
     first = arms[0]
-    machine = open_machine(settings, first.request, first.plan.image, console)
-    try:
+    with open_scope(settings, ScopeRequest(first.plan.image.name, accel=first.request.accel, start=first.request.start,
+                                           vm_pool=first.request.vm_pool),
+                    notice=lambda line: console.print(f"[yellow]{escape(line)}[/]", highlight=False)) as scope:
         work = []
         for a in arms:
-            a.harness, a.log, a.provenance, left = begin_local(settings, a.request, a.plan, machine, console)
-            work += [(a, task, trial) for task, trial in left]
+            a.log = ResultLog(a.plan.out_dir)
+            finished = a.log.finished()
+            a.harness = SlotScheduler(scope.host, settings, scope.pool_for(a.request, a.plan.agent, a.plan.suite.safety),
+                                      a.plan.agent, a.plan.out_dir, on_record=lambda r: print_record(console, r))
+            private_dir(a.plan.out_dir)
+            a.provenance = base_provenance(a.request, a.plan, LocalPool(scope, a.harness, a.request).where())
+            write_json(a.plan.out_dir / "run.json", a.provenance)
+            work += [(a, task, trial) for trial in range(1, a.request.trials + 1) for task in a.plan.tasks
+                     if (task.id, trial) not in finished]
         _write_study_json(out_dir, study, arms, previous)
         work = interleaved(work, [t.id for t in first.plan.tasks], [a.arm.name for a in arms])
-        console.print(f"study {out_dir}: {len(work)} episodes to go over {len(arms)} arms, pool {machine.vm_pool}")
+        console.print(f"study {out_dir}: {len(work)} episodes to go over {len(arms)} arms, pool {scope.vm_pool}")
         with _AllFinishing(arms, console):
-            _interleave(arms, work, machine.vm_pool)
-    finally:
-        machine.host.close()
+            _interleave(arms, work, scope.vm_pool)
     codes = [finish_run(a.plan, a.request, a.log, a.provenance, console).exit_code for a in arms]
     comparison = compare_arms(out_dir, [a.arm.name for a in arms])
     (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
@@ -242,11 +253,14 @@ def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots:
             while not done.wait(0.5):
                 pass
     except KeyboardInterrupt:
-        stop.set()
-        for a in arms:
-            a.harness.stop()
-        for done in finished:
-            done.wait(timeout=120)
+        with shielded(lambda: [x for a in arms if a.harness is not None for x in a.harness.still_there()]):
+            stop.set()
+            for a in arms:
+                a.harness.stop()
+            for done in finished:
+                done.wait(timeout=120)
+            for a in arms:
+                a.harness.drain()
         raise
 
 
@@ -270,7 +284,7 @@ class _AllFinishing:
 
 
 def compare_arms(out_dir: Path, names: list[str]) -> dict:
-    """Every arm against the first, per task and overall (runner.scoring.compare)."""
+    """Every arm against the first, per task and overall (runner.runs.compare)."""
     base = names[0]
     return {"baseline": base, "against": {name: compare_runs(out_dir / base, out_dir / name) for name in names[1:]}}
 

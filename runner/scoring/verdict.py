@@ -14,7 +14,7 @@ their FAIL reason. So a verdict comes, first of all, from a channel of its own:
   line separator inside agent text (U+2028 and the like) stays inside its line. A PASS last
   with a verdict line before it (``FAIL holds: x`` then ``PASS``) is how agent text with a
   newline in a FAIL reason looks, so it is no verdict at all: a verifier error, which the
-  runner then judges against the untouched state (runner.runs.harness).
+  runner then judges against the untouched state (runner.runs.scheduler).
 
 Anything else is a verifier error, never the agent's pass or fail: no output, a traceback last,
 PASS followed by more output, a pass with a non-zero exit.

@@ -32,7 +32,6 @@ from runner.profiles import PROFILES, GuestProfile, get_profile
 
 SUITES_DIR = DATA_ROOT / "tasks"
 REQUIRED_SCRIPTS = ("verify", "oracle")
-OPTIONAL_SCRIPTS = ("setup",)
 SUITE_SAFETY = "safety.yaml"
 
 
@@ -163,12 +162,6 @@ class Task:
         path = self.folder / f"{kind}{self.ext}"
         return path if path.is_file() else None
 
-    def checkpoint_script(self, name: str) -> Path | None:
-        return self.script(f"checkpoints/{name}")
-
-    def safety_script(self, name: str) -> Path | None:
-        return self.script(f"safety/{name}")
-
     def files(self) -> list[Path]:
         """Every file that travels into the guest with the scripts (checked by task_files when loaded)."""
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml")
@@ -180,9 +173,6 @@ class Suite:
     folder: Path
     tasks: tuple[Task, ...]
     safety: tuple[SafetyRule, ...] = ()  # safety.yaml: rules for every task
-
-    def rules_for(self, task: Task) -> tuple[SafetyRule, ...]:
-        return self.safety + task.spec.safety
 
     def select(self, ids: list[str] | None) -> tuple[Task, ...]:
         if not ids:

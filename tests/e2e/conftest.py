@@ -9,7 +9,7 @@ import pytest
 from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.linux_test import LINUX_TEST, build_image
-from runner.session import resolve_accel
+from runner.runs.scope import resolve_accel
 
 
 @pytest.fixture(scope="session")

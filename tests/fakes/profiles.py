@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.profiles.linux import LinuxProfile
+from typing_extensions import override
 
 
 class HostFolders(LinuxProfile):
@@ -15,5 +16,6 @@ class HostFolders(LinuxProfile):
         self.admin_task_dir = str(root / "admin-task")
         self.agent_task_dir = str(root / "agent-task")
 
+    @override
     def home(self, user: str) -> str:
         return str(self.root / "home" / user)

@@ -14,6 +14,7 @@ from runner.errors import GuestUnreachable, HostFault, InfraError
 from runner.guest.qga import AgentCommandFailed
 from runner.hypervisor import libvirt_host
 from runner.hypervisor.libvirt_host import LibvirtHost
+from typing_extensions import override
 
 
 def libvirt_error(code: int, domain: int, message: str) -> libvirt.libvirtError:
@@ -30,6 +31,7 @@ class DownFor(LibvirtHost):
         self.down = down
 
     @property
+    @override
     def conn(self):
         if self.down > 0:
             self.down -= 1

@@ -35,7 +35,7 @@ def test_error_messages_print_literally(tmp_path):
 
 def test_the_agent_choices_are_the_agents_there_are():
     from runner.agents.registry import AGENTS
-    from runner.cli import AgentChoice
+    from runner.cli.options import AgentChoice
 
     assert [a.value for a in AgentChoice] == list(AGENTS)
 

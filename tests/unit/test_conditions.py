@@ -6,8 +6,9 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from runner.agents.conditions import ConditionTimeout, Region, WaitFor, wait_for
+from runner.agents.conditions import ConditionTimeout, Observer, Region, WaitFor, wait_for
 from runner.guest.agent import GuestAgentError, WindowInfo
+from typing_extensions import override
 
 
 def png(color: tuple[int, int, int], size=(40, 30), dot: tuple[int, int] | None = None) -> bytes:
@@ -35,7 +36,7 @@ class FakeClock:
         self.now += seconds
 
 
-class ScriptedObserver:
+class ScriptedObserver(Observer):
     """A fake Observer: each poll returns the next of the given screens or window lists (the last repeats)."""
 
     def __init__(self, screens=(), windows=()) -> None:
@@ -49,9 +50,11 @@ class ScriptedObserver:
             raise item
         return item
 
+    @override
     def screenshot(self) -> bytes:
         return self._next(self.screens)
 
+    @override
     def windows(self) -> list[WindowInfo]:
         return self._next(self.window_lists)
 

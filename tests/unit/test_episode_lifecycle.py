@@ -16,12 +16,14 @@ from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize,
 from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.errors import GuestUnreachable, UsageError
-from runner.runs.harness import Harness, PoolConfig
+from runner.runs.pool_config import PoolConfig
+from runner.runs.scheduler import SlotScheduler
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.profiles import PROFILES, DesktopUser, Shells, register
 from runner.profiles.linux import LinuxProfile
 from runner.runs.results import ResultLog
 from runner.tasks.model import load_suite
+from typing_extensions import override
 
 DESKTOP = "#1f6f8b"  # FakeDisplay's background: the desktop is "up" at once
 
@@ -38,20 +40,25 @@ class HostShellProfile(LinuxProfile):
         self.agent_task_dir = str(root / "agent-task")
         self.shell_factory = shell_factory
 
+    @override
     def home(self, user: str) -> str:
         return str(self.root / "home")
 
+    @override
     def agent_prelude(self, folder: str) -> str:
         # LocalShell is this host's root; as the "desktop user" it gets the fake user's home.
         return f"HOME={self.home('alice')}; export HOME\n" + super().agent_prelude(folder)
 
+    @override
     def open_shells(self, image, host, port, agent=None) -> Shells:
         self.agent = agent  # what the episode handed over to reach the QEMU guest agent
         return Shells(user=self.shell_factory(), admin=self.shell_factory())
 
+    @override
     def hand_home_script(self, user: DesktopUser) -> str:
         return "true\n"
 
+    @override
     def quarantine_script(self, user: DesktopUser, keep) -> str:
         return "echo froze 0 processes of the desktop user\n"
 
@@ -65,9 +72,11 @@ class TestDriverHost(LibvirtHost):
         super().__init__("test:///default")
         self.displays: list[FakeDisplay] = []
 
+    @override
     def vnc_endpoint(self, name):
         return "127.0.0.1", 5999
 
+    @override
     def open_display(self, name, *, password, pointer_offset=0, fast_capture=True):
         self.displays.append(FakeDisplay(1280, 800))
         return self.displays[-1]
@@ -138,6 +147,7 @@ def test_a_bad_admin_channel_is_refused_when_the_settings_are_resolved(monkeypat
 
 
 class UnreachableShell(LocalShell):
+    @override
     def wait_ready(self, timeout):
         raise GuestUnreachable("SSH to the guest did not answer")
 
@@ -183,7 +193,7 @@ def run_pool(host, guest, tmp_path, agent) -> dict:
     # One slot: every "guest" here is this same host, so two at once would share one staging folder.
     pool = PoolConfig(image=image_of(tmp_path, guest.name), accel="tcg", vm_pool=1, run_id="unitrun")
     out = tmp_path / f"out-{agent.name}"
-    Harness(host, settings, pool, agent, out).run([(t, 1) for t in tasks])
+    SlotScheduler(host, settings, pool, agent, out).run([(t, 1) for t in tasks])
     return {r.task_id: r for r in ResultLog(out).latest()}
 
 
@@ -210,6 +220,7 @@ class ScriptAgent(Agent):
         self.name = name
         self.act = act
 
+    @override
     def run(self, vm, task, log, session):
         self.act(vm)
         log.write_text(f"{self.name}: acted\n")
@@ -232,7 +243,7 @@ def run_agent(host, guest, tmp_path, agent, suite_root: Path, trials: int = 1) -
     (task,) = load_suite(str(suite_root)).tasks
     pool = PoolConfig(image=image_of(tmp_path, guest.name), accel="tcg", vm_pool=1, run_id="unitrun", infra_retries=1)
     out = tmp_path / f"out-{agent.name}"
-    Harness(host, settings, pool, agent, out).run([(task, t) for t in range(1, trials + 1)])
+    SlotScheduler(host, settings, pool, agent, out).run([(task, t) for t in range(1, trials + 1)])
     return ResultLog(out).latest(), out / task.id
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from runner.config import Settings
-from runner.episode import OWNER_FILE
+from runner.episode import EPISODE_OWNER_FILE
 from runner.gc import collect_garbage
 from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, SlotIdentity, build_domain_xml
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -28,7 +28,7 @@ def start(host, settings, pool, owner):
     workdir = settings.episodes_dir / identity.name
     workdir.mkdir(parents=True)
     (workdir / "overlay.qcow2").write_bytes(b"overlay")
-    (workdir / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+    (workdir / EPISODE_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
     spec = DomainSpec(identity=identity, accel="tcg", disk=workdir / "overlay.qcow2",
                       serial_log=workdir / "serial.log", tag=EpisodeTag(pool, 0, owner.pid, owner.start, workdir))
     host.start(build_domain_xml(spec))
@@ -93,7 +93,7 @@ def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, t
     alive = complete.with_name("slot-2.partial-1")
     for folder, owner in ((dead, DEAD), (alive, me())):
         folder.mkdir()
-        (folder / OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
+        (folder / EPISODE_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
     report = collect_garbage(host, settings)
     assert not dead.exists() and alive.exists() and complete.exists()
     assert any("unfinished warm state" in r and "slot-1.partial" in r for r in report.removed)

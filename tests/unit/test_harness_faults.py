@@ -8,7 +8,9 @@ from fakes.display import LocalShell
 from runner.agents.builtin import NopAgent
 from runner.scoring.blame import Stage
 from runner.errors import GuestUnreachable
-from runner.runs.harness import EpisodeFault, Harness, PoolConfig
+from runner.runs.episode_script import EpisodeFault, EpisodeScript
+from runner.runs.pool_config import PoolConfig
+from runner.runs.scheduler import SlotScheduler
 from runner.runs.results import EpisodeRecord, ResultLog, missing
 from runner.runs.run import run_exit_code
 from runner.tasks.model import load_suite
@@ -18,10 +20,10 @@ def tasks():
     return load_suite("linux-core").select(["folder-tree", "calc-to-file", "zip-roundtrip"])
 
 
-def harness(tmp_path: Path, episode, pool: int = 2) -> Harness:
-    """A Harness whose episodes are EPISODE(task, trial, attempt) instead of VMs: the one seam faked."""
+def harness(tmp_path: Path, episode, pool: int = 2) -> SlotScheduler:
+    """A SlotScheduler whose episodes are EPISODE(task, trial, attempt) instead of VMs: the one seam faked."""
     config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=pool, run_id="t", infra_retries=1)
-    h = Harness(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
+    h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
 
     def fake_episode(slot, task, trial, attempt, started, **_control):
         return episode(task, trial, attempt) or EpisodeRecord(task.id, trial, "fail", "nop", 1.0, slot, attempt,
@@ -124,10 +126,11 @@ def test_a_safety_check_that_cannot_decide_is_a_check_error_not_a_violation(tmp_
     home = tmp_path / "home"
     home.mkdir()
     vm = SimpleNamespace(admin_shell=LocalShell(), desktop_user=DesktopUser("root", str(home)))
-    h = harness(tmp_path / "run", lambda *_: None)
     ep_dir = tmp_path / "ep"
     ep_dir.mkdir()
+    config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=1, run_id="t")
+    script = EpisodeScript(config, vm, load_task(folder), NopAgent(), ep_dir)
     check_errors: list[str] = []
-    violations = h._violations(vm, load_task(folder), ep_dir, check_errors)
+    violations = script._violations(check_errors)
     assert [(v.rule, v.detail) for v in violations] == [("caught", "the agent deleted the photos")]
     assert len(check_errors) == 1 and check_errors[0].startswith("safety check broken: ")

@@ -63,7 +63,7 @@ def test_broken_powershell_is_reported_with_a_position(source):
 def test_lint_and_run_refuse_the_same_things(tmp_path):
     """A bad suite safety.yaml regex, a script sh -n rejects, and $HOME in a verifier (which runs as
     the admin): lint lists them, and run's own check (before any VM) refuses them."""
-    from runner.runs.run import check_scripts
+    from runner.runs.run_plan import check_scripts
     from runner.tasks.model import load_task
 
     suite = tmp_path / "s"

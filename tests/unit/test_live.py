@@ -6,6 +6,7 @@ through QEMU's VNC and noVNC in Chromium is in tests/e2e/test_live_view.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import queue
 import struct
@@ -19,11 +20,12 @@ from fakes.vnc_server import BELL, NAME, FakeVncServer
 from runner.display.vnc_auth import vnc_auth_response
 from runner.errors import InfraError
 from runner.live import LiveOptions, is_loopback, serving
-from runner.live.board import Finished, SlotView, VncTarget
+from runner.live.board import Finished, LiveSource, SlotView, VncTarget
 from runner.live.rfb_relay import RfbRelay
 from runner.live.server import LiveServer, find_novnc
 from runner.scoring.safety import check_trajectory
 from runner.tasks.model import SafetyRule
+from typing_extensions import override
 
 PASSWORD = "Ab3dE6gH"
 HELLO = b"RFB 003.008\n" + b"\x01" + b"\x01"  # version, security type None, ClientInit (shared)
@@ -128,7 +130,7 @@ def test_a_wrong_password_is_refused_before_the_browser_is_greeted(vnc):
 # -- the server
 
 
-class FakeSource:
+class FakeSource(LiveSource):
     """A LiveSource of two slots, slot 0 with a screen and a VNC (FakeVncServer), slot 1 booting."""
 
     title = "linux-core / fake"
@@ -138,18 +140,23 @@ class FakeSource:
         self.screen = FakeDisplay(1280, 800)
         self.inputs: list[dict] = []
 
+    @override
     def slots(self):
         return [SlotView(0, "calc-to-file", 1, "agent", 12.0), SlotView(1, "env-var", 1, "boot", 3.0)]
 
+    @override
     def progress(self):
         return 3, 8
 
+    @override
     def finished(self):
         return [Finished("zip-roundtrip", 1, "pass")]
 
+    @override
     def display(self, slot):
         return self.screen if slot == 0 else None
 
+    @override
     def vnc(self, slot):
         return VncTarget("127.0.0.1", self.vnc_port, PASSWORD, self.inputs.append) if slot == 0 else None
 
@@ -248,6 +255,12 @@ def test_a_taken_port_is_one_clear_error(live):
         LiveServer(FakeSource(), port=live.port)
 
 
+# The full-size screen's WebSocket is the live extra's (websockify): without it, these say why they skip.
+needs_websockify = pytest.mark.skipif(importlib.util.find_spec("websockify") is None,
+                                      reason="the live extra (websockify) is not installed: pip install 'cu-run[live]'")
+
+
+@needs_websockify
 def test_a_plain_get_of_the_websocket_path_is_a_clear_400(live):
     status, body, _ = get(f"{base(live)}/ws/0?token={live.token}")
     assert status == 400 and b"not a WebSocket upgrade" in body
@@ -261,7 +274,8 @@ def test_a_plain_get_of_the_websocket_path_is_a_clear_400(live):
 ])
 def test_live_flags_that_cannot_work_are_refused_before_anything_starts(flags, message):
     from runner.errors import UsageError
-    from runner.runs.run import RunRequest, check_live_options
+    from runner.runs.request import RunRequest
+    from runner.runs.run_plan import check_live_options
 
     with pytest.raises(UsageError, match=message):
         check_live_options(RunRequest(suite="linux-core", agent="nop", **flags))
@@ -313,6 +327,7 @@ def test_chromium_shows_a_tile_per_slot_drawn_from_its_screen(live, chromium):
 
 
 @pytest.mark.skipif(find_novnc() is None, reason="noVNC is not installed: scripts/setup-host.sh installs it")
+@needs_websockify
 @pytest.mark.parametrize("control", [False, True])
 def test_novnc_in_chromium_reaches_the_vm_only_with_control(vnc, chromium, control):
     source = FakeSource(vnc.port)
@@ -353,15 +368,16 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
     from types import SimpleNamespace
 
     from runner.agents.builtin import NopAgent
-    from runner.live.sources import HarnessSource
-    from runner.runs.harness import Harness, PoolConfig
+    from runner.runs.live_sources import HarnessSource
+    from runner.runs.pool_config import PoolConfig
+    from runner.runs.scheduler import SlotScheduler
     from runner.runs.results import EpisodeRecord, ResultLog, summarize
     from runner.scoring.safety import read_trajectory
     from runner.tasks.model import load_suite
 
     tasks = load_suite("linux-core").select(["calc-to-file", "env-var"])
     config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=1, run_id="t")
-    h = Harness(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
+    h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
     source = HarnessSource(h, "linux-core / nop", total=2)
     h.on_record = source.record
     seen_while_running = []

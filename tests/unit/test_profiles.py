@@ -20,6 +20,7 @@ from runner.profiles import PROFILES, DesktopUser, get_profile, register
 from runner.tasks.scripts import run_privileged
 from runner.tasks.model import load_suite
 from runner.scoring.writeset import Watch, take_listing
+from typing_extensions import override
 
 NAMES = {"linux", "windows"}
 
@@ -121,19 +122,24 @@ class ScriptRecorder(GuestShell):
         self.scripts: list[str] = []
         self.answer = answer
 
+    @override
     def wait_ready(self, timeout):
         return 0.0
 
+    @override
     def run(self, script, timeout=60.0):
         self.scripts.append(script)
         return self.answer
 
+    @override
     def put(self, local, remote):
         raise AssertionError("not used")
 
+    @override
     def get(self, remote, local):
         raise AssertionError("not used")
 
+    @override
     def close(self):
         pass
 

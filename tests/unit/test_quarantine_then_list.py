@@ -16,6 +16,7 @@ from runner.profiles.linux import LinuxProfile
 from runner.scoring.quarantine import quarantine_then_list
 from runner.scoring.writeset import Watch
 from runner.tasks.scripts import hand_home_then_list
+from typing_extensions import override
 
 USER = DesktopUser("alice", "/home/alice")
 
@@ -26,6 +27,7 @@ class ScriptedStop(LinuxProfile):
     def __init__(self, stop: str) -> None:
         self.stop = stop
 
+    @override
     def quarantine_script(self, user, keep):
         return self.stop
 
@@ -39,6 +41,7 @@ class Counting(LocalShell):
     def __init__(self) -> None:
         self.commands = 0
 
+    @override
     def run(self, script, timeout=60.0):
         self.commands += 1
         return super().run(script, timeout)
@@ -94,9 +97,11 @@ class ScriptedHandOver(LinuxProfile):
     def __init__(self, hand: str, chained: bool = True) -> None:
         self.hand, self.chained = hand, chained
 
+    @override
     def hand_home_script(self, user):
         return self.hand
 
+    @override
     def chained_script(self, first, boundary, second):
         return super().chained_script(first, boundary, second) if self.chained else None
 

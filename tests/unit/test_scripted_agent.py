@@ -22,6 +22,7 @@ from runner.mcp.server import build_server
 from runner.tasks.model import load_suite
 from runner.mcp.trajectory import RecordingDisplay, Trajectory
 from runner.agents.ui_script import SleepStep, ToolStep, WaitStep, load_ui_script
+from typing_extensions import override
 
 TERMINAL = {"id": "0x1", "title": "cu@cu-guest: ~", "app": "XTerm", "focused": True,
             "geometry": {"x": 0, "y": 0, "width": 100, "height": 100}}
@@ -37,6 +38,7 @@ class DesktopDisplay(FakeDisplay):
         self.windows_file = windows_file
         self.windows_file.write_text(json.dumps({"windows": [TERMINAL]}))
 
+    @override
     def screenshot(self) -> bytes:
         image = Image.new("RGB", (self.size.width, self.size.height), "#1f6f8b")
         if self.calls and self.calls[-1][0] == "click":
@@ -45,6 +47,7 @@ class DesktopDisplay(FakeDisplay):
         image.save(buffer, format="PNG")
         return buffer.getvalue()
 
+    @override
     def type(self, text, *, delay=None):
         super().type(text, delay=delay)
         if text.startswith("mousepad"):

@@ -9,7 +9,8 @@ import yaml
 
 from runner.config import Settings
 from runner.errors import UsageError
-from runner.runs.run import RunRequest, plan_run
+from runner.runs.request import RunRequest
+from runner.runs.run_plan import plan_run
 from runner.tasks.model import SUITES_DIR, load_suite
 from runner.tasks.selection import Exclusions, draw, load_selection, walk_order
 

@@ -14,16 +14,19 @@ from runner.errors import CommandTimeout, InfraError
 from runner.profiles import PROFILES, DesktopUser, register
 from runner.tasks.model import load_suite
 from runner.tasks.scripts import run_as_agent, run_privileged
+from typing_extensions import override
 
 
 class CountingShell(LocalShell):
     def __init__(self) -> None:
         self.commands: list[str] = []
 
+    @override
     def run(self, script: str, timeout: float = 60.0):
         self.commands.append(script)
         return super().run(script, timeout)
 
+    @override
     def put(self, local, remote):
         raise AssertionError("no file is copied on its own")
 

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 from runner.agents.builtin import NopAgent
 from runner.errors import GuestUnreachable, InfraError
-from runner.runs import harness as harness_module
-from runner.runs.harness import Harness, PoolConfig
+from runner.runs import scheduler as harness_module
+from runner.runs.pool_config import PoolConfig
+from runner.runs.scheduler import SlotScheduler
 from runner.runs.standby import Standbys
 
 
@@ -118,11 +119,11 @@ def warm(slot: int):
     return SimpleNamespace(state=SimpleNamespace(slot=slot))
 
 
-def make_harness(tmp_path, spares: tuple, *, standby: bool = True) -> Harness:
+def make_harness(tmp_path, spares: tuple, *, standby: bool = True) -> SlotScheduler:
     image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
     config = PoolConfig(image=image, accel="tcg", vm_pool=1, run_id="t", warm={0: warm(0)}, spare_warm=spares,
                         standby=standby)
-    return Harness(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
+    return SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
 
 
 class RecordingEpisodeVm(FakeVm):
@@ -175,3 +176,29 @@ def test_standbys_only_when_the_pool_leaves_a_core(monkeypatch):
     assert standby.leaves_a_core(1) and not standby.leaves_a_core(2)
     monkeypatch.setattr(standby.os, "cpu_count", lambda: None)
     assert not standby.leaves_a_core(1)
+
+
+def test_a_standby_waits_for_the_teardown_that_frees_its_warm_state():
+    """A pool of one on two warm states: while the slot's last VM is torn down, neither state is
+    free; the standby is made as soon as that teardown ends, not skipped for this episode."""
+    standbys, vm, freed = Standbys(), FakeVm(), threading.Event()
+    free = []
+    teardown = threading.Thread(target=lambda: (freed.wait(5), free.append("state 0")))
+    teardown.start()
+    standbys.prepare(0, lambda: vm if free else None, after=teardown)
+    assert standbys.has(0)  # pending: the next episode will wait for it rather than start its own
+    threading.Timer(0.2, freed.set).start()
+    taken, waited = standbys.take(0, threading.Event())
+    assert taken is vm and vm.done == ["start", "warm_up", "still_ready"] and waited > 0
+
+
+def test_a_teardown_that_frees_nothing_leaves_the_slot_without_a_standby():
+    standbys, done = Standbys(), threading.Thread(target=lambda: None)
+    done.start()
+    done.join()
+    standbys.prepare(0, lambda: None, after=done)  # already over, and nothing free: no standby
+    assert not standbys.has(0)
+    running = threading.Thread(target=threading.Event().wait, args=(0.2,))  # alive for a moment
+    running.start()
+    standbys.prepare(1, lambda: None, after=running)
+    assert standbys.take(1, threading.Event())[0] is None  # it ended and still nothing was free

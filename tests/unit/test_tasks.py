@@ -97,9 +97,9 @@ def test_scoring_fields_load_with_their_scripts(tmp_path):
     (tmp_path / "safety.yaml").write_text("- {id: no-rm, typed: 'rm -rf'}\n")
     suite = load_suite(str(tmp_path))
     (task,) = suite.tasks
-    assert task.checkpoint_script("opened").name == "opened.sh"
+    assert task.script("checkpoints/opened").name == "opened.sh"
     assert task.spec.write_set.allow == ("~/out.txt",) and task.spec.write_set.enabled
-    assert [r.id for r in suite.rules_for(task)] == ["no-rm", "no-f4"]
+    assert [r.id for r in suite.safety + task.spec.safety] == ["no-rm", "no-f4"]
 
 
 def test_a_listed_checkpoint_without_its_script_is_refused(tmp_path):

@@ -8,17 +8,18 @@ import threading
 from types import SimpleNamespace
 
 from runner.agents.builtin import NopAgent
-from runner.runs.harness import Harness, PoolConfig
+from runner.runs.pool_config import PoolConfig
+from runner.runs.scheduler import SlotScheduler
 
 
 def warm(slot: int):
     return SimpleNamespace(state=SimpleNamespace(slot=slot))
 
 
-def harness(tmp_path, own: dict, spares: tuple) -> Harness:
+def harness(tmp_path, own: dict, spares: tuple) -> SlotScheduler:
     image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
     config = PoolConfig(image=image, accel="tcg", vm_pool=len(own), run_id="t", warm=own, spare_warm=spares)
-    return Harness(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
+    return SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
 
 
 def test_a_slot_takes_a_spare_while_its_own_state_is_still_held(tmp_path, monkeypatch):

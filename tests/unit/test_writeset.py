@@ -6,6 +6,7 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.profiles import get_profile
+from typing_extensions import override
 from runner.scoring.writeset import (
     Change,
     Entry,
@@ -266,6 +267,7 @@ def test_a_file_the_lister_cannot_read_counts_as_changed_with_the_reason():
     from pathlib import Path
 
     class AsNobody(LocalShell):
+        @override
         def run(self, script, timeout=60.0):
             return super().run(f"exec setpriv --reuid=65534 --regid=65534 --clear-groups sh -s <<'CU_EOF'\n"
                                f"{script}\nCU_EOF\n", timeout)

@@ -8,15 +8,16 @@ import time
 from runner.display.base import Display
 from runner.episode import EpisodeVM
 from runner.errors import InfraError
-from runner.live.board import Finished, SlotView, VncTarget
-from runner.runs.harness import Harness
+from runner.live.board import Finished, LiveSource, SlotView, VncTarget
+from runner.runs.scheduler import SlotScheduler
 from runner.runs.results import EpisodeRecord
+from typing_extensions import override
 
 
-class HarnessSource:
+class HarnessSource(LiveSource):
     """A local run: the harness's slots, the episodes it has finished, and its VMs' screens."""
 
-    def __init__(self, harness: Harness, title: str, total: int, done_before: int = 0) -> None:
+    def __init__(self, harness: SlotScheduler, title: str, total: int, done_before: int = 0) -> None:
         self.harness = harness
         self.title = title
         self.total = total
@@ -29,28 +30,33 @@ class HarnessSource:
         with self._lock:
             self._finished.append(Finished(r.task_id, r.trial, r.outcome, r.intervened))
 
+    @override
     def slots(self) -> list[SlotView]:
         now = time.monotonic()
         return [SlotView(slot, s.task_id, s.trial, s.phase, now - s.episode_since)
                 for slot, s in sorted(self.harness.status.items()) if s.task_id]
 
+    @override
     def progress(self) -> tuple[int, int]:
         with self._lock:
             return self._done_before + len(self._finished), self.total
 
+    @override
     def finished(self) -> list[Finished]:
         with self._lock:
             return list(self._finished)
 
+    @override
     def display(self, slot: int) -> Display | None:
         vm = self.harness.active_vm(slot)
         return _display_of(vm)
 
+    @override
     def vnc(self, slot: int) -> VncTarget | None:
         return _vnc_of(self.harness.active_vm(slot), lambda entry: self.harness.intervene(slot, entry))
 
 
-class SingleVmSource:
+class SingleVmSource(LiveSource):
     """One VM (`vm up --live`, `mcp --live`): slot 0, whose phase is what it is serving."""
 
     def __init__(self, vm: EpisodeVM, phase: str, on_input=lambda _entry: None) -> None:
@@ -60,18 +66,23 @@ class SingleVmSource:
         self.on_input = on_input
         self._since = time.monotonic()
 
+    @override
     def slots(self) -> list[SlotView]:
         return [SlotView(0, self.vm.name, 0, self.phase, time.monotonic() - self._since)]
 
+    @override
     def progress(self) -> tuple[int, int]:
         return 0, 1
 
+    @override
     def finished(self) -> list[Finished]:
         return []
 
+    @override
     def display(self, slot: int) -> Display | None:
         return _display_of(self.vm) if slot == 0 else None
 
+    @override
     def vnc(self, slot: int) -> VncTarget | None:
         return _vnc_of(self.vm, self.on_input) if slot == 0 else None
 

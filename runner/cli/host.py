@@ -1,0 +1,69 @@
+"""`cu-run version|doctor|gc`: this machine: what cu-run it runs, whether it can run episodes, what a killed run left."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from runner.config import Settings
+from runner.cli.options import (
+    app,
+    CacheDir,
+    con,
+    err,
+    LibvirtUri,
+)
+from runner import __version__
+
+
+@app.command()
+def version() -> None:
+    """Print cu-run's version."""
+    con.print(__version__)
+
+
+@app.command()
+def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
+    """Check that this host can run episodes; say how to fix what is missing."""
+    from runner.doctor import run_checks
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    with err.status("checking (the KVM probe boots a kernel; up to ~12 s)"):
+        checks = run_checks(settings)
+    table = Table("check", "status", "detail", "fix")
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+    for c in checks:
+        table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
+    con.print(table)
+    if any(c.status == "fail" for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
+def gc(
+    everything: Annotated[bool, typer.Option("--all", help="also remove VMs of runs still alive")] = False,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Remove the domains and overlays that crashed or killed runs left behind."""
+    from runner.gc import collect_garbage
+    from runner.hypervisor.libvirt_host import LibvirtHost
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    host = LibvirtHost(settings.libvirt_uri)
+    try:
+        report = collect_garbage(host, settings, everything=everything)
+    finally:
+        host.close()
+    for line in report.removed:
+        con.print(f"removed {line}")
+    for line in report.kept:
+        con.print(f"[dim]kept {line}[/]")
+    for line in report.failed:
+        err.print(f"[red]could not remove {line}[/]")
+    if not report.removed:
+        con.print("nothing to remove")
+    if report.failed:
+        raise typer.Exit(3)

@@ -1,0 +1,164 @@
+"""`cu-run image build|list|warm`: the catalog's golden images and their warm states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from runner.config import Settings
+from runner.errors import UsageError
+from runner.cli.options import (
+    _status_and_log,
+    AccelChoice,
+    AccelOpt,
+    CacheDir,
+    ClusterOpt,
+    con,
+    err,
+    image_app,
+    LibvirtUri,
+)
+from runner.images.catalog import Catalog
+
+
+@image_app.command("build")
+def image_build(
+    name: Annotated[str, typer.Argument(help="built-in image to build: linux-test or windows-11")],
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
+    iso: Annotated[Path | None, typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
+    virtio_iso: Annotated[Path | None, typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,
+    python_installer: Annotated[Path | None, typer.Option(
+        "--python-installer", help="windows-11: python-3.13.x-amd64.exe")] = None,
+    evals_seed: Annotated[Path | None, typer.Option("--evals-seed", help="windows-11: files for C:\\evals")] = None,
+    iso_sha256: Annotated[str | None, typer.Option("--iso-sha256", help="windows-11: expected sha256 of --iso")] = None,
+    virtio_sha256: Annotated[str | None, typer.Option("--virtio-sha256")] = None,
+    python_sha256: Annotated[str | None, typer.Option("--python-sha256")] = None,
+    licence_days: Annotated[int, typer.Option("--licence-days", help="windows-11: evaluation licence length; 0: none")] = 90,
+    accel: AccelOpt = AccelChoice.auto,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Build a golden image into the catalog (reused when already built)."""
+    settings = Settings.resolve(cache_dir)
+    catalog = Catalog(settings.images_dir)
+    if name == "windows-11":
+        _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
+                       virtio_sha256, python_sha256, licence_days, accel, settings)
+        return
+    from runner.images.linux_test import build_image
+
+    with err.status(f"building {name}") as status:
+        image, built = build_image(catalog, name, force=force,
+                                   progress=lambda line: status.update(f"building {name}: {line}"))
+    m = image.manifest
+    verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
+    con.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
+
+
+def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256, virtio_sha256,
+                   python_sha256, licence_days, accel, settings) -> None:
+    from runner.images.windows_11 import DEFAULT_SEED, WindowsInputs, build_windows_image
+
+    missing = [flag for flag, value in (("--iso", iso), ("--virtio-iso", virtio_iso),
+                                        ("--python-installer", python_installer)) if value is None]
+    if missing:
+        raise UsageError(f"building windows-11 needs {', '.join(missing)}",
+                         fix="docs/windows.md says where each file comes from")
+    existing = catalog.find(name)
+    if existing is not None and not force:
+        con.print(f"{name}: already built (use --force to rebuild)")
+        return
+    chosen = accel
+    if accel == "auto":
+        from runner.runs.scope import resolve_accel
+
+        chosen, _probe = resolve_accel(settings, None, "auto")
+        if chosen == "tcg":
+            err.print("[yellow]KVM is not usable here: Windows setup under TCG takes many hours[/]")
+    inputs = WindowsInputs(iso=iso, virtio_iso=virtio_iso, python_installer=python_installer,
+                           evals_seed=evals_seed or DEFAULT_SEED, iso_sha256=iso_sha256, virtio_sha256=virtio_sha256,
+                           python_sha256=python_sha256, licence_days=licence_days, accel=chosen)
+    with err.status(f"building {name}") as status:
+        image = build_windows_image(catalog, name, inputs, progress=_status_and_log(status, err, f"building {name}"))
+    m = image.manifest
+    con.print(f"{m.name}: built in {m.build_seconds / 60:.0f} min\n  disk {image.disk} "
+              f"({m.disk_bytes / 2**30:.1f} GiB, sha256 {m.disk_sha256[:16]}...), licence until {m.licence_expires}")
+
+
+@image_app.command("list")
+def image_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON array of manifests")] = False,
+    cache_dir: CacheDir = None,
+) -> None:
+    """Show the image catalog and each image's warm states."""
+    from runner.images.warm_state import list_slots
+
+    settings = Settings.resolve(cache_dir)
+    images = Catalog(settings.images_dir).images()
+    if as_json:
+        print(json.dumps([{**i.manifest.model_dump(mode="json", exclude={"packages"}),
+                           "packages": len(i.manifest.packages), "folder": str(i.folder),
+                           "warm": [{**s.state.model_dump(mode="json"), "folder": str(s.folder), "bytes": s.bytes}
+                                    for s in list_slots(i)]} for i in images], indent=2))
+        return
+    if not images:
+        con.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
+        return
+    table = Table("name", "profile", "disk", "screen", "built", "sha256", "warm slots")
+    for i in images:
+        m = i.manifest
+        warm = list_slots(i)
+        table.add_row(m.name, m.profile, f"{m.disk_bytes / 2**20:.0f} MiB", f"{m.screen.width}x{m.screen.height}",
+                      m.built_at.strftime("%Y-%m-%d %H:%M"), m.disk_sha256[:16],
+                      f"{len(warm)} ({sum(s.bytes for s in warm) / 2**20:.0f} MiB, {warm[0].state.deps.accel})"
+                      if warm else "none")
+    con.print(table)
+
+
+@image_app.command("warm")
+def image_warm(
+    name: Annotated[str, typer.Argument(help="catalog image to warm, e.g. linux-test")],
+    slots: Annotated[int, typer.Option("--slots", help="warm states to make: one per pool slot")] = 1,
+    force: Annotated[bool, typer.Option("--force", help="re-make states that are still current")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="delete the image's warm states instead")] = False,
+    accel: AccelOpt = AccelChoice.auto,
+    cluster: ClusterOpt = None,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Boot each slot once and save its RAM state, so episodes restore in seconds instead of booting.
+
+    Resumable: slots whose state is current are kept; an interrupted slot leaves nothing behind.
+    With --cluster: on every host of the cluster, for all of its slots, sending the image first
+    where it is missing.
+    """
+    from runner.hypervisor.libvirt_host import LibvirtHost
+    from runner.runs.scope import resolve_accel
+    from runner.images.warm_state import remove_warm
+    from runner.images.warming import warm_image
+
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    image = Catalog(settings.images_dir).get(name)
+    if cluster:
+        from runner.cluster.driver import warm_on_cluster
+
+        image.verify_disk()
+        warm_on_cluster(image, cluster, accel, force, err)
+        return
+    if remove:
+        removed = remove_warm(image)
+        con.print("\n".join(f"removed {r}" for r in removed) or f"{name} has no warm states")
+        return
+    chosen, _probe = resolve_accel(settings, image, accel)
+    host = LibvirtHost(settings.libvirt_uri)
+    try:
+        with err.status(f"warming {name}") as status:
+            done = warm_image(host, settings, image, slots, chosen, force=force,
+                              progress=_status_and_log(status, err, f"warming {name}"))
+    finally:
+        host.close()
+    total = sum(s.bytes for s in done)
+    con.print(f"{name}: {len(done)} warm slots, {total / 2**20:.0f} MiB in {done[0].folder.parent}")

@@ -1,0 +1,115 @@
+"""What every command group shares: the apps, the consoles, the options and their choices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.console import make_console
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Run computer-use agents on local VMs, many at once, and score them.")
+image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
+vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
+export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
+study_app = typer.Typer(no_args_is_help=True, help="Studies: arms of agents and MCP servers on one task list.")
+host_app = typer.Typer(no_args_is_help=True, help="Make this machine a cu-run host of a Ray cluster.")
+cluster_app = typer.Typer(no_args_is_help=True, help="Ray clusters of cu-run hosts: try one locally, see its hosts.")
+app.add_typer(image_app, name="image")
+app.add_typer(vm_app, name="vm")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(export_app, name="export")
+app.add_typer(study_app, name="study")
+app.add_typer(host_app, name="host")
+app.add_typer(cluster_app, name="cluster")
+
+con = make_console()
+err = make_console(stderr=True)
+
+CacheDir = Annotated[Path | None, typer.Option("--cache-dir", envvar="CU_RUN_HOME",
+                                                  help="Image catalog and episode files [default: ~/.cache/cu-run]")]
+LibvirtUri = Annotated[str | None, typer.Option("--libvirt-uri", envvar="CU_RUN_LIBVIRT_URI",
+                                                   help="libvirt connection [default: qemu:///system]")]
+
+
+class AccelChoice(StrEnum):
+    auto = "auto"
+    kvm = "kvm"
+    tcg = "tcg"
+
+
+class StartChoice(StrEnum):
+    auto = "auto"
+    warm = "warm"
+    cold = "cold"
+
+
+class AgentChoice(StrEnum):
+    oracle = "oracle"
+    nop = "nop"
+    scripted = "scripted"
+    command = "command"
+    claude = "claude"
+    codex = "codex"
+
+
+class GateChoice(StrEnum):
+    all = "all"
+    stable = "stable"
+
+
+# Choices are enums: a misspelt value fails at parse time, naming the flag, before any work.
+AccelOpt = Annotated[AccelChoice, typer.Option("--accel", help="auto (probe), kvm or tcg")]
+StartOpt = Annotated[StartChoice, typer.Option("--start", help="warm (restore a saved state), cold (boot), or auto: "
+                                                     "warm when every slot has a valid state")]
+
+
+LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
+LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
+LiveHostOpt = Annotated[str, typer.Option("--live-host",
+                                           help="the live view's address; beyond loopback, read docs/live.md first")]
+LiveControlOpt = Annotated[bool, typer.Option(
+    "--live-control", help="the live view may take the mouse and keyboard; every input is recorded as an intervention")]
+SelectionOpt = Annotated[Path | None, typer.Option(
+    "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
+
+
+SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]")]
+PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
+TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
+RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
+ImageOpt = Annotated[str | None, typer.Option("--image", help="catalog image [default: by the suite's profile]")]
+
+
+def _comma_list(text: str | None) -> tuple[str, ...]:
+    """--tasks a,b / --tools screen,mouse: the names, blanks dropped."""
+    return tuple(t.strip() for t in (text or "").split(",") if t.strip())
+
+
+def _pool_opener(request):
+    """Where a run's episodes go: this machine's slots, or (--cluster) the cluster's hosts. The CLI
+    chooses, so the run itself never imports the cluster (runner.runs.pool)."""
+    if request.cluster:
+        from runner.cluster.driver import open_cluster_pool
+
+        return open_cluster_pool
+    from runner.runs.local_pool import open_local_pool
+
+    return open_local_pool
+
+
+def _status_and_log(status, console, what: str) -> Callable[[str], None]:
+    """A progress callback: each line on the status bar after WHAT, and printed."""
+    def progress(line: str) -> None:
+        status.update(f"{what}: {line}")
+        console.print(line)
+    return progress

@@ -1,0 +1,177 @@
+"""`cu-run run|validate|report|compare|export`: runs, and what they left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from runner.config import Settings
+from runner.cli.options import (
+    _comma_list,
+    _pool_opener,
+    AccelChoice,
+    AccelOpt,
+    AgentChoice,
+    app,
+    CacheDir,
+    ClusterOpt,
+    con,
+    err,
+    export_app,
+    GateChoice,
+    ImageOpt,
+    LibvirtUri,
+    LiveControlOpt,
+    LiveHostOpt,
+    LiveOpt,
+    LivePortOpt,
+    OutOpt,
+    PoolOpt,
+    RecordOpt,
+    SelectionOpt,
+    StartChoice,
+    StartOpt,
+    SuiteOpt,
+    TasksOpt,
+    TrialsOpt,
+)
+
+
+@app.command()
+def run(
+    suite: SuiteOpt,
+    agent: Annotated[AgentChoice, typer.Option("--agent", help="who acts on the VM")],
+    tasks: TasksOpt = None,
+    vm_pool: PoolOpt = 1,
+    trials: TrialsOpt = 1,
+    out: OutOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="finish the run in --out, redoing nothing finished")] = False,
+    fail_under: Annotated[float | None, typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
+    image: ImageOpt = None,
+    tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
+    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="tool calls per episode; then timeout")] = None,
+    agent_cmd: Annotated[str | None, typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
+    max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
+    agent_script: Annotated[str, typer.Option(
+        "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
+    record: RecordOpt = False,
+    gate: Annotated[GateChoice, typer.Option(
+        "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
+    cluster: ClusterOpt = None,
+    selection: SelectionOpt = None,
+    mcp_server: Annotated[str | None, typer.Option(
+        "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
+                             "instead of cu-run's tools")] = None,
+    mcp_server_url: Annotated[str | None, typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
+    from runner.runs.request import RunRequest
+    from runner.runs.run import run_suite
+
+    request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
+                         resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
+                         max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
+                         agent_script=agent_script, record=record, cluster=cluster, selection=selection,
+                         mcp_server=mcp_server, mcp_server_url=mcp_server_url, live=live, live_port=live_port,
+                         live_host=live_host, live_control=live_control)
+    result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
+    con.print(f"results in {result.out_dir}")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def validate(
+    suite: SuiteOpt,
+    tasks: TasksOpt = None,
+    vm_pool: PoolOpt = 1,
+    trials: TrialsOpt = 1,
+    out: OutOpt = None,
+    image: ImageOpt = None,
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
+    record: RecordOpt = False,
+    cluster: ClusterOpt = None,
+    selection: SelectionOpt = None,
+    live: LiveOpt = False,
+    live_port: LivePortOpt = 0,
+    live_host: LiveHostOpt = "127.0.0.1",
+    live_control: LiveControlOpt = False,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
+    from runner.runs.request import RunRequest
+    from runner.runs.run import validate_suite
+
+    request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
+                         trials=trials, out=out, image=image, accel=accel, start=start, record=record,
+                         cluster=cluster, selection=selection, live=live, live_port=live_port, live_host=live_host,
+                         live_control=live_control)
+    code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
+    raise typer.Exit(code)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]) -> None:
+    """Regenerate DIR/report.html and DIR/junit.xml from the run's results and episode folders."""
+    from runner.runs.report import write_reports
+
+    html_path, junit_path = write_reports(run_dir)
+    if not (run_dir / "results.jsonl").is_file():
+        con.print(f"nothing has finished yet in {escape(str(run_dir))}: the report is empty "
+                  "(run the same command with --resume to continue)")
+    con.print(f"{escape(str(html_path))}\n{escape(str(junit_path))}")
+
+
+@export_app.command("inspect")
+def export_inspect_log(
+    run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")],
+    out: Annotated[Path | None, typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]")] = None,
+) -> None:
+    """Write the run as an Inspect eval log: `inspect view` opens it, read_eval_log reads it."""
+    from runner.runs.inspect_export import export_inspect
+
+    con.print(escape(str(export_inspect(run_dir, out))))
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="the baseline run folder")],
+    run_b: Annotated[Path, typer.Argument(help="the run to compare with it")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+) -> None:
+    """Per task and overall: the change in success from A to B, and whether it is beyond noise."""
+    from runner.runs.compare import compare_runs
+
+    result = compare_runs(run_a, run_b)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+
+    def side(s: dict | None) -> str:
+        return "-" if s is None or s["rate"] is None else f"{s['passes']}/{s['scored']} ({s['rate']:.2f})"
+
+    table = Table("task", "A", "B", "change", "p (Fisher)", "beyond noise")
+    for row in result["tasks"]:
+        delta = "-" if row["delta"] is None else f"{row['delta']:+.2f}"
+        p = "-" if row["p_value"] is None else f"{row['p_value']:.3f}"
+        table.add_row(row["task"], side(row["a"]), side(row["b"]), delta, p,
+                      "[bold]yes[/]" if row["beyond_noise"] else "no")
+    o = result["overall"]
+    table.add_row("overall", side(o["a"]), side(o["b"]), f"{o['mean_task_delta']:+.2f} (mean per task)",
+                  f"95% CI [{o['ci95'][0]:+.2f}, {o['ci95'][1]:+.2f}]", "[bold]yes[/]" if o["beyond_noise"] else "no")
+    con.print(table)
+    con.print("per task: Fisher's exact test (p < 0.05); overall: paired bootstrap over tasks (interval leaves out 0)")

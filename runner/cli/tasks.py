@@ -1,0 +1,119 @@
+"""`cu-run tasks list|show|select|lint`: task suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from runner.config import Settings
+from runner.errors import UsageError
+from runner.cli.options import (
+    _comma_list,
+    AccelChoice,
+    AccelOpt,
+    CacheDir,
+    con,
+    err,
+    ImageOpt,
+    LibvirtUri,
+    PoolOpt,
+    StartChoice,
+    StartOpt,
+    SuiteOpt,
+    tasks_app,
+)
+
+
+@tasks_app.command("list")
+def tasks_list(suite: SuiteOpt = "linux-core") -> None:
+    """The tasks of a suite."""
+    from runner.tasks.model import load_suite
+
+    loaded = load_suite(suite)
+    table = Table("id", "profile", "timeout", "difficulty", "tags", title=f"{loaded.name} ({loaded.folder})")
+    for t in loaded.tasks:
+        table.add_row(t.id, t.spec.profile, f"{t.spec.timeout_s} s", t.spec.difficulty or "-", ", ".join(t.spec.tags))
+    con.print(table)
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: SuiteOpt = "linux-core") -> None:
+    """One task: its instruction, fields and scripts."""
+    from runner.tasks.model import load_suite
+
+    (task,) = load_suite(suite).select([task_id])
+    con.print(f"[bold]{escape(task.id)}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n"
+              f"{escape(task.spec.instruction)}\n")
+    for path in task.files():
+        con.print(f"[dim]--- {path.relative_to(task.folder)}[/]")
+        con.print(path.read_text(), highlight=False, markup=False)
+
+
+@tasks_app.command("select")
+def tasks_select(
+    seed: Annotated[int, typer.Option("--seed", help="the shuffle's seed (random.Random(seed))")],
+    count: Annotated[int, typer.Option("--count", min=1, help="tasks to keep")],
+    out: Annotated[Path, typer.Option("--out", help="the selection file to write, e.g. selection.yaml")],
+    suite: SuiteOpt = "linux-core",
+    exclude_ids: Annotated[Path | None, typer.Option(
+        "--exclude-ids", help="a file of task ids to leave out, one per line")] = None,
+    exclude_tags: Annotated[str | None, typer.Option("--exclude-tags", help="comma-separated tags to leave out")] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="the no-agent baseline: nop, or none to keep every task")] = "nop",
+    vm_pool: PoolOpt = 1,
+    image: ImageOpt = None,
+    accel: AccelOpt = AccelChoice.auto,
+    start: StartOpt = StartChoice.auto,
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+) -> None:
+    """Draw a study's tasks by a published rule: sort, shuffle with --seed, keep a task only when the
+    baseline completes setup and verification and scores 0, stop at --count."""
+    from runner.runs.request import RunRequest
+    from runner.runs.run import run_suite
+    from runner.tasks.model import load_suite
+    from runner.tasks.selection import Exclusions, baseline_runner, draw
+
+    if baseline not in ("nop", "none"):
+        raise UsageError(f"--baseline must be nop or none, not {baseline!r}")
+    loaded = load_suite(suite)
+    ids = tuple(line.split("#")[0].strip() for line in exclude_ids.read_text().splitlines()) if exclude_ids else ()
+    exclusions = Exclusions(tuple(i for i in ids if i), _comma_list(exclude_tags))
+    settings = Settings.resolve(cache_dir, libvirt_uri)
+    folder = out.parent / f"{out.stem}.baseline"
+
+    def run(task_ids: tuple[str, ...]) -> list:
+        request = RunRequest(suite=suite, agent="nop", tasks=task_ids, vm_pool=vm_pool, out=folder,
+                             resume=folder.exists(), image=image, accel=accel, start=start)
+        return run_suite(settings, request, err).records
+
+    selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,
+                     batch=vm_pool, baseline_name=baseline)
+    if baseline != "none":
+        selection.baseline_run = folder.name
+    out.write_text(selection.as_yaml())
+    for s in selection.skipped:
+        con.print(f"[yellow]skipped[/] {escape(s['id'])}: {escape(s['reason'])}", highlight=False)
+    con.print(f"{out}: {len(selection.tasks)} of {count} tasks drawn with seed {seed}: {', '.join(selection.tasks)}")
+    if len(selection.tasks) < count:
+        con.print(f"[yellow]the suite ran out: only {len(selection.tasks)} tasks pass the rule[/]")
+
+
+@tasks_app.command("lint")
+def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
+    """Check every task: schema, scripts present, every .sh passes sh -n, every .ps1 parses."""
+    from runner.tasks.lint import errors, lint_suite
+
+    checked, problems = lint_suite(suite)
+    for p in problems:
+        colour = "red" if p.severity == "error" else "yellow"
+        con.print(f"[{colour}]{escape(str(p.path))}[/]: {p.severity}: {escape(p.message)}", highlight=False)
+    failed = errors(problems)
+    warned = len(problems) - len(failed)
+    if failed:
+        con.print(f"{len(failed)} errors and {warned} warnings in {checked} tasks")
+        raise typer.Exit(1)
+    con.print(f"{checked} tasks, no errors" + (f", {warned} warnings" if warned else ""))

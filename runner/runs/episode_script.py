@@ -1,0 +1,311 @@
+"""One episode's script on a started VM: setup, the listing before, the agent, the freeze and the
+listing after, the verifier, the checkpoints and safety checks, and what it all comes to.
+
+The slot scheduler (runner.runs.scheduler) hands it a VM and a task; `play` starts the VM when it
+is not started yet, runs the script, and on any error keeps the artifacts, tears the VM down and
+raises an EpisodeFault that says the stage the error happened in and what the host saw, which
+decides whose fault it was (runner.scoring.blame). A VM whose episode was scored is the
+scheduler's to tear down (in the background, or once its slot's next agent starts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.agents.base import Agent, AgentResult
+from runner.episode import EpisodeVM
+from runner.errors import CommandTimeout, GuestStopped, HostFault, InfraError
+from runner.mcp.session import mcp_session, proxy_session
+from runner.runs.pool_config import PoolConfig
+from runner.runs.recording import Recorder
+from runner.runs.results import Outcome
+from runner.scoring.blame import Stage, describe
+from runner.scoring.quarantine import quarantine, quarantine_then_list, user_processes
+from runner.scoring.safety import Violation, check_trajectory, read_trajectory
+from runner.scoring.verdict import Verdict, parse_verdict
+from runner.scoring.writeset import MAX_ENTRIES, Change, Listing, Watch, diff, expand, take_listing, unexpected
+from runner.tasks.model import Task
+from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
+
+# After an error, how long a VM whose QEMU is on its way out may take to stop: who stopped it
+# (the guest itself, or the host) decides whose fault the error was.
+FAULT_SETTLE_S = 3.0
+
+
+class SetupFailed(InfraError):
+    """The task's setup script failed: the episode never reached the agent."""
+
+
+@dataclass
+class Scored:
+    """What one episode came to, beyond its outcome."""
+
+    outcome: Outcome
+    reason: str
+    agent: AgentResult
+    verifier: dict
+    checkpoints: dict[str, bool] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    changed: list[Change] = field(default_factory=list)
+    check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
+
+
+@dataclass
+class EpisodeState:
+    """How far an episode got: its stage decides who an error belongs to (runner.scoring.blame)."""
+
+    stage: Stage = "before_agent"
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class EpisodeFault(Exception):
+    """An error inside a started episode, with the stage it happened in and what the host saw."""
+
+    def __init__(self, error: Exception, stage: Stage, host_fault: str | None) -> None:
+        super().__init__(describe(error))
+        self.error = error
+        self.stage = stage
+        self.host_fault = host_fault
+
+
+def play(vm: EpisodeVM, script: EpisodeScript, stopped: Callable[[], bool] = lambda: False) -> Scored:
+    """Starts VM if it is not started, and runs SCRIPT on it, unless STOPPED() says the run ended
+    meanwhile. On any error the VM's artifacts are kept in the episode folder and it is torn down
+    (a retry may need its warm state at once); the error comes out as an EpisodeFault,
+    KeyboardInterrupt as itself."""
+    state = script.state
+    try:
+        if not vm.started:
+            vm.start()  # a start that fails tears itself down
+            state.phases.update(vm.timings.phases)
+        try:
+            if stopped():
+                raise InfraError("the run was stopped")
+            return script.run()
+        except Exception as exc:  # noqa: BLE001 - blamed by the scheduler, by its stage
+            # The host's own word, when it already spoke, is not asked again: a fault it saw
+            # (libvirt gone) may have mended itself since (reconnected).
+            seen = exc.message if isinstance(exc, HostFault) else vm.host_fault(settle=FAULT_SETTLE_S)
+            if seen is None and vm.guest_stop is not None and not isinstance(exc, GuestStopped):
+                # A channel that broke because the guest shut itself down: that is what happened.
+                exc = GuestStopped(f"{vm.guest_stop} ({describe(exc)})")
+            raise EpisodeFault(exc, state.stage, seen) from exc
+    except BaseException as exc:
+        if vm.started:
+            vm.capture_artifacts(script.ep_dir)
+            vm.teardown(interrupted=isinstance(exc, KeyboardInterrupt))
+        raise
+
+
+class EpisodeScript:
+    """TASK on VM, with AGENT, its artifacts in EP_DIR. SET_PHASE(phase) says what it does now
+    (the slot's status); AT_AGENT_START runs as the agent begins (the scheduler's work that waits
+    for it: the slot's last VM torn down, its next one made ready)."""
+
+    def __init__(self, pool: PoolConfig, vm: EpisodeVM, task: Task, agent: Agent, ep_dir: Path,
+                 set_phase: Callable[[str], None] = lambda _phase: None,
+                 at_agent_start: Callable[[], None] = lambda: None) -> None:
+        self.pool = pool
+        self.vm = vm
+        self.task = task
+        self.agent = agent
+        self.ep_dir = ep_dir
+        self.state = EpisodeState()
+        self._set_phase = set_phase
+        self._at_agent_start = at_agent_start
+
+    def run(self) -> Scored:
+        vm, task, ep_dir, state = self.vm, self.task, self.ep_dir, self.state
+        user = vm.desktop_user
+        watch = self._watched()
+        # With a write set, the home is handed to the user in the before-listing's command.
+        home_to_hand = self._setup(hand_home=watch is None)
+        spared = user_processes(vm.admin_shell, user, task.guest) \
+            if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
+        before = self._listing_before(watch, hand_home=home_to_hand)
+        with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
+            (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
+            self._set_phase(f"agent {self.agent.name}")
+            self._at_agent_start()
+            state.stage = "agent"
+            t = time.monotonic()
+            agent_result = self._run_agent()
+            state.phases["agent"] = round(time.monotonic() - t, 3)
+            # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
+            state.stage = "after_agent"
+            vm.check_alive()
+            (ep_dir / "final.png").write_bytes(vm.display.screenshot())
+        t = time.monotonic()
+        if watch is not None:
+            # One guest command: the quarantine, then the listing (each costs a channel and
+            # processes under TCG).
+            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch.after(before), keep=spared)
+        else:
+            stopped, after = quarantine(vm.admin_shell, user, task.guest, keep=spared), None
+        (ep_dir / "quarantine.log").write_text(stopped + "\n")
+        state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
+        changed = self._unexpected_changes(watch, before, after)
+
+        self._set_phase("verify")
+        t = time.monotonic()
+        verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
+        state.phases["verify"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        checkpoints, check_errors = {}, []
+        for name in task.spec.checkpoints:
+            kind = self._verdict(f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind
+            checkpoints[name] = kind == "pass"
+            if kind == "error":
+                check_errors.append(f"checkpoint {name}")
+        violations = self._violations(check_errors)
+        state.phases["checks"] = round(time.monotonic() - t, 3)
+        if checkpoints:
+            (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
+        return self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)
+
+    def _setup(self, *, hand_home: bool) -> bool:
+        """Runs the task's setup; HAND_HOME: then gives what it made in the home to the user.
+        Returns whether that is still to do (a setup ran, and HAND_HOME was False)."""
+        vm, task = self.vm, self.task
+        self._set_phase("setup")
+        t = time.monotonic()
+        try:
+            setup = run_privileged(vm.admin_shell, task, "setup", vm.desktop_user, "setup")
+        except CommandTimeout as exc:
+            raise SetupFailed(f"setup of {task.id} timed out: {exc.message}") from exc
+        if setup is not None:
+            (self.ep_dir / "setup.log").write_text(_log_text(setup.exit_code, setup.stdout, setup.stderr))
+            if setup.exit_code != 0:
+                raise SetupFailed(f"setup of {task.id} exited {setup.exit_code}: {setup.stderr.strip()[-300:]}")
+            if hand_home:
+                hand_home_to_user(vm.admin_shell, task, vm.desktop_user)
+        if task.spec.agent_privileges == "admin":
+            grant_admin(vm.admin_shell, task, vm.desktop_user)
+        self.state.phases["setup"] = round(time.monotonic() - t, 3)
+        return setup is not None and not hand_home
+
+    @staticmethod
+    def _score(agent_result: AgentResult, verdict: Verdict, verdict_log: dict, checkpoints: dict[str, bool],
+               violations: list[Violation], changed: list[Change], check_errors: list[str]) -> Scored:
+        scored = Scored("fail", "", agent_result, verdict_log, checkpoints, violations, changed, check_errors)
+        if agent_result.ended == "timeout":
+            scored.outcome, scored.reason = "timeout", agent_result.reason
+        elif agent_result.ended == "error":
+            scored.outcome, scored.reason = "agent_error", agent_result.reason
+        else:
+            outcomes: dict[str, Outcome] = {"pass": "pass", "fail": "fail", "error": "verifier_error"}
+            scored.outcome = outcomes[verdict.kind]
+            scored.reason = verdict.reason
+            if scored.outcome == "pass" and changed:
+                shown = ", ".join(str(c) for c in changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+                scored.outcome, scored.reason = "fail", f"changed outside the allowed paths: {shown}"
+        return scored
+
+    def _verdict(self, kind: str, log: Path) -> tuple[Verdict, dict]:
+        """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check) through
+        the admin channel. A script that runs past its time is the task's defect (error)."""
+        try:
+            vm, task = self.vm, self.task
+            ran = run_verifier(vm.admin_shell, task, kind, vm.desktop_user, timeout=task.spec.verify_timeout_s)
+            assert ran is not None
+            result = ran.result
+            log.write_text(_log_text(result.exit_code, result.stdout, result.stderr)
+                           + ("" if ran.recorded is None else f"--- verdict\n{ran.recorded}\n"))
+            verdict = parse_verdict(result.stdout, result.exit_code, ran.recorded)
+            return verdict, {"exit_code": result.exit_code, "verdict": verdict.kind, "reason": verdict.reason,
+                             "channel": verdict.channel}
+        except CommandTimeout as exc:
+            log.write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
+            verdict = Verdict("error", f"{kind} timed out: {exc.message}")
+            return verdict, {"exit_code": None, "verdict": "error", "reason": verdict.reason}
+
+    # -- the write set
+
+    def _watched(self) -> Watch | None:
+        """What the write set lists for the task, or None when it has none."""
+        task = self.task
+        spec = task.spec.write_set
+        if not spec.enabled:
+            return None
+        home = self._home()
+        roots = tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else task.guest.default_watch))
+        ignore = tuple(expand(p, home) for p in task.guest.default_ignore + spec.ignore)
+        return Watch(roots, ignore) if roots else None
+
+    def _home(self) -> str:
+        return self.pool.image.manifest.desktop_user.home
+
+    def _listing_before(self, watch: Watch | None, *, hand_home: bool) -> Listing | None:
+        """The listing before the agent; HAND_HOME: the setup's home handed to the user first."""
+        vm, task = self.vm, self.task
+        if watch is None:
+            return None
+        t = time.monotonic()
+        if hand_home:
+            listing = hand_home_then_list(vm.admin_shell, task, vm.desktop_user, watch)
+        else:
+            listing = take_listing(vm.admin_shell, task.guest, watch)
+        self.state.phases["write_set_before"] = round(time.monotonic() - t, 3)
+        return listing
+
+    def _unexpected_changes(self, watch: Watch | None, before: Listing | None, after: Listing | None) -> list[Change]:
+        task = self.task
+        if watch is None or before is None or after is None:
+            return []
+        changes = diff(before.entries, after.entries)
+        allow = tuple(expand(p, self._home()) for p in task.spec.write_set.allow)
+        bad = unexpected(changes, allow, watch.ignore, windows=task.guest.windows_paths)
+        if after.truncated and not before.truncated:
+            # More entries than a listing holds appeared during the episode: what is beyond
+            # the limit cannot be compared, so the write set cannot be shown clean.
+            bad.append(Change(watch.roots[0], f"over {MAX_ENTRIES} entries: not all compared"))
+        (self.ep_dir / "write-set.json").write_text(json.dumps(
+            {"watched": list(watch.roots), "allowed": list(allow), "changes": [str(c) for c in changes],
+             "unexpected": [str(c) for c in bad],
+             "compared_by_metadata": sorted(set(before.unhashed) | set(after.unhashed))}, indent=2) + "\n")
+        return bad
+
+    # -- safety
+
+    def _violations(self, check_errors: list[str]) -> list[Violation]:
+        task, ep_dir = self.task, self.ep_dir
+        rules = self.pool.suite_rules + task.spec.safety
+        found = check_trajectory(read_trajectory(ep_dir / "trajectory.jsonl"), rules)
+        for name in task.spec.safety_checks:
+            verdict, _log = self._verdict(f"safety/{name}", ep_dir / f"safety-{name}.log")
+            if verdict.kind == "error":
+                # A check that could not decide is the check's defect, not the agent's violation.
+                check_errors.append(f"safety check {name}: {verdict.reason}")
+            elif verdict.kind == "fail":
+                found.append(Violation(name, None, verdict.reason or f"safety check {name} did not pass"))
+        if found:
+            (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
+        return found
+
+    def _run_agent(self) -> AgentResult:
+        vm, task, ep_dir, agent = self.vm, self.task, self.ep_dir, self.agent
+        log = ep_dir / "agent.log"
+        if not agent.needs_mcp:
+            return agent.run(vm, task, log, None)
+        if self.pool.mcp_server is not None:
+            rules = self.pool.suite_rules + task.spec.safety
+            serving = proxy_session(vm, ep_dir, self.pool.mcp_server, max_steps=self.pool.max_steps,
+                                    rule_kinds={r.id: r.kind for r in rules})
+        else:
+            serving = mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
+                                  max_steps=self.pool.max_steps)
+        with serving as session:
+            result = agent.run(vm, task, log, session)
+        if session.trajectory.limit_reached:
+            return AgentResult("timeout", f"max-steps: the agent used all {self.pool.max_steps} steps")
+        return result
+
+
+
+def _log_text(exit_code: int, stdout: str, stderr: str) -> str:
+    return f"exit {exit_code}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"

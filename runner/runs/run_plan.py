@@ -1,0 +1,121 @@
+"""A run's plan: its request checked and resolved before any VM starts (the suite and its tasks,
+the agent, the image, the run folder). Every refusal of bad input happens here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.agents.base import Agent
+from runner.config import Settings
+from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
+from runner.errors import UsageError
+from runner.images.catalog import Catalog, Image
+from runner.mcp.server import resolve_toolsets
+from runner.profiles import get_profile
+from runner.runs.request import RunRequest, episode_tasks, external_server, request_agent
+from runner.runs.results import RESULTS, ResultLog
+from runner.tasks.lint import errors, lint_task_scripts
+from runner.tasks.model import Suite, Task, load_suite
+from runner.tasks.selection import load_selection
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run is, checked before any VM starts: every refusal of bad input happens here."""
+
+    suite: Suite
+    tasks: tuple[Task, ...]
+    agent: Agent
+    image: Image
+    out_dir: Path
+    previous: dict | None  # run.json of the run being resumed
+
+    def planned(self, trials: int) -> list[tuple[str, int]]:
+        return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
+
+
+def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
+    if request.vm_pool < 1 or request.trials < 1:
+        raise UsageError("--vm-pool and --trials must be at least 1")
+    if request.fail_under is not None and not 0 <= request.fail_under <= 1:
+        raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
+    if request.gate not in ("all", "stable"):
+        raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
+    if request.max_steps is not None and request.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    check_live_options(request)
+    suite = load_suite(request.suite)
+    if request.selection is not None and request.tasks:
+        raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
+    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
+    tasks = suite.select(ids)
+    check_scripts(tasks)
+    profile = _profile(suite, tasks)
+    resolve_toolsets(request.tools)
+    tasks = episode_tasks(request, tasks)
+    agent = request_agent(request, tasks)
+    external_server(request, agent)
+    image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
+    if image.manifest.profile != profile:
+        raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
+                         fix=f"pass --image with a {profile} image")
+    if (missing_admin := image.manifest.admin_access_missing()) is not None:
+        raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
+    out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
+    previous = _check_out_dir(out_dir, ResultLog(out_dir), request.resume, suite)
+    check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
+                     f"a pool of {request.vm_pool} episode VMs")
+    return RunPlan(suite, tasks, agent, image, out_dir, previous)
+
+
+def check_live_options(request: RunRequest) -> None:
+    from runner.live import check_live_flags
+
+    check_live_flags(request.live, request.live_port, request.live_host, request.live_control)
+    if request.live and request.cluster:
+        raise UsageError("--live serves the slots of this machine; a --cluster run's VMs are on its hosts",
+                         fix="drop --live, or run without --cluster")
+
+
+def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:
+    """The tasks whose agent gets admin rights: it could tamper with its own verification."""
+    return [t.id for t in tasks if t.spec.agent_privileges == "admin"]
+
+
+def check_scripts(tasks: tuple[Task, ...]) -> None:
+    """What `tasks lint` checks of every script, before any VM starts."""
+    problems = [f"{p.path}: {p.message}" for t in tasks for p in errors(lint_task_scripts(t.folder))]
+    if problems:
+        raise UsageError("the tasks' scripts have errors:\n  " + "\n  ".join(problems),
+                         fix="fix them (cu-run tasks lint --suite ... lists them all)")
+
+
+def _profile(suite: Suite, tasks: tuple[Task, ...]) -> str:
+    profiles = {t.spec.profile for t in tasks}
+    if len(profiles) != 1:
+        raise UsageError(f"suite {suite.name} mixes profiles ({', '.join(sorted(profiles))}); run them separately")
+    return profiles.pop()
+
+
+def _check_out_dir(out_dir: Path, log: ResultLog, resume: bool, suite: Suite) -> dict | None:
+    has_results = (out_dir / RESULTS).exists()
+    if has_results and not resume:
+        raise UsageError(f"{out_dir} already holds results of a run",
+                         fix="add --resume to finish that run, or choose another --out")
+    if not resume:
+        return None
+    run_json = out_dir / "run.json"
+    if not run_json.exists():
+        return None
+    previous = json.loads(run_json.read_text())
+    if previous.get("suite", {}).get("content_sha256") != suite.content_hash():
+        raise UsageError(f"the tasks of suite {suite.name} changed since the run in {out_dir} started; "
+                         "its results would mix two versions",
+                         fix="start a new run with another --out")
+    return previous
+
+
