@@ -38,6 +38,22 @@ def overhead_of(records) -> dict:
             "slot_gap_median_s": _slot_gap(records)}
 
 
+def after_first(records) -> dict:
+    """The episodes after each slot's first: how many started on a standby, and their overhead."""
+    later = []
+    by_slot: dict[int, list] = {}
+    for r in records:
+        by_slot.setdefault(r.slot, []).append(r)
+    for mine in by_slot.values():
+        later += sorted(mine, key=lambda r: r.started_at)[1:]
+    if not later:
+        return {}
+    overheads = sorted(r.duration_s - r.phases.get("agent", 0.0) for r in later)
+    return {"after_first_from_standby": f"{sum('standby_restore' in r.phases for r in later)}/{len(later)}",
+            "after_first_overhead_median_s": round(statistics.median(overheads), 2),
+            "after_first_overhead_p90_s": round(overheads[int(0.9 * (len(overheads) - 1))], 2)}
+
+
 def _slot_gap(records) -> float | None:
     """Seconds between one episode's end on a slot and the next one's start on it."""
     gaps = []
@@ -74,7 +90,8 @@ def main() -> None:
                     result, counts = warm_oracle_run(settings, pool, Path(tmp) / name, args.trials,
                                                      tuple(t for t in args.tasks.split(",") if t), standby)
                     results[name] = {**counts, **overhead_of(result.records),
-                                     "standby_used": sum("standby_restore" in r.phases for r in result.records)}
+                                     "standby_used": sum("standby_restore" in r.phases for r in result.records),
+                                     **after_first(result.records)}
     emit("overhead", {"suite": "linux-core", "agent": "oracle", "start": "warm", "target_overhead_s": 5.0,
                       "pools": results})
 
