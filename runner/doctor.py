@@ -140,14 +140,14 @@ def _disk(cache_dir: Path) -> Check:
 
 
 def _catalog(settings: Settings) -> Check:
-    try:
-        images = Catalog(settings.images_dir).images()
-    except CuRunError as exc:
-        return Check("images", "fail", exc.message, exc.fix or "")
-    names = [i.name for i in images]
+    catalog = Catalog(settings.images_dir)
+    names = [i.name for i in catalog.images()]
     if LINUX_TEST not in names:
         return Check("images", "fail", f"no {LINUX_TEST} image in {settings.images_dir}",
                      f"build it: cu-run image build {LINUX_TEST}")
+    if unreadable := catalog.unreadable():
+        return Check("images", "warn", "; ".join(exc.message.splitlines()[0] for exc in unreadable),
+                     "; ".join(exc.fix or "" for exc in unreadable))
     return Check("images", "ok", f"{settings.images_dir}: {', '.join(names)}")
 
 

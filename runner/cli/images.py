@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
@@ -104,6 +105,8 @@ def image_list(
                            "warm": [{**s.state.model_dump(mode="json"), "folder": str(s.folder), "bytes": s.bytes}
                                     for s in list_slots(i)]} for i in images], indent=2))
         return
+    for problem in Catalog(settings.images_dir).unreadable():
+        err.print(f"skipped: {escape(problem.message)}\n  fix: {escape(problem.fix or '')}")
     if not images:
         con.print(f"no images in {settings.images_dir}; build one: cu-run image build linux-test")
         return

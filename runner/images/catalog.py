@@ -197,12 +197,28 @@ class Catalog:
         return self.root / name
 
     def images(self) -> list[Image]:
-        if not self.root.is_dir():
-            return []
+        """The images whose manifests this cu-run can read; unreadable() names the others."""
         found = []
-        for manifest in sorted(self.root.glob(f"*/{MANIFEST}")):
-            found.append(self._load(manifest))
+        for manifest in self._manifests():
+            try:
+                found.append(self._load(manifest))
+            except UsageError:
+                continue
         return found
+
+    def unreadable(self) -> list[UsageError]:
+        """Each image folder whose manifest this cu-run cannot read (another version wrote it, or
+        it was damaged): the error that reading it gives, with its fix."""
+        problems = []
+        for manifest in self._manifests():
+            try:
+                self._load(manifest)
+            except UsageError as exc:
+                problems.append(exc)
+        return problems
+
+    def _manifests(self) -> list[Path]:
+        return sorted(self.root.glob(f"*/{MANIFEST}")) if self.root.is_dir() else []
 
     def find(self, name: str) -> Image | None:
         manifest = self.folder(name) / MANIFEST

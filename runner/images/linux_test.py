@@ -75,7 +75,13 @@ def build_image(catalog: Catalog, name: str, *, force: bool = False, progress: P
     check_build_host()
     catalog.root.mkdir(parents=True, exist_ok=True)
     with _build_lock(catalog.root / f".{name}.lock"):
-        existing = catalog.find(name)
+        try:
+            existing = catalog.find(name)
+        except UsageError as unreadable:
+            # Another cu-run version wrote it (or it was damaged): building is the fix it names.
+            progress(f"the cached {name} has a manifest this cu-run cannot read; rebuilding "
+                     f"({unreadable.message.splitlines()[0]})")
+            existing = None
         if existing and not force:
             if existing.manifest.builder.endswith(f"recipe {recipe_hash(recipe_dir(name))}"):
                 return existing, False

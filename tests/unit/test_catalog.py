@@ -59,6 +59,37 @@ def test_malformed_manifest_names_the_file(tmp_path):
     data["screen"] = {"width": "wide"}
     (folder / "manifest.json").write_text(json.dumps(data))
     with pytest.raises(UsageError) as info:
-        Catalog(tmp_path).images()
+        Catalog(tmp_path).get("linux-test")
     assert str(folder / "manifest.json") in info.value.message
     assert "screen" in info.value.message
+
+
+def test_a_manifest_another_version_wrote_is_named_and_does_not_hide_the_others(tmp_path):
+    """A cache shared by two cu-run versions (a developer's tree and CI's clone) holds a manifest
+    with a field this one does not know: the listing still lists the rest and names it."""
+    make_image(tmp_path, "linux-test")
+    newer = make_image(tmp_path, "linux-desktop")
+    data = json.loads((newer / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps({**data, "a_field_from_the_future": None}))
+    catalog = Catalog(tmp_path)
+    assert [i.name for i in catalog.images()] == ["linux-test"]
+    [problem] = catalog.unreadable()
+    assert "linux-desktop" in problem.message and "cu-run image build linux-desktop --force" in problem.fix
+    with pytest.raises(UsageError) as info:
+        catalog.get("no-such-image")
+    assert "no image named 'no-such-image'" in info.value.message and "linux-test" in info.value.message
+
+
+def test_a_build_replaces_a_manifest_it_cannot_read(tmp_path, monkeypatch):
+    from runner.images import linux_test
+
+    folder = make_image(tmp_path, "linux-test")
+    data = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**data, "a_field_from_the_future": None}))
+    built = []
+    monkeypatch.setattr(linux_test, "check_build_host", lambda: None)
+    # The recipe itself is the one seam faked here: a real build is the e2e tests' image fixture.
+    monkeypatch.setattr(linux_test, "_build_linux_test", lambda catalog, name, progress: built.append(name) or "new")
+    said = []
+    assert linux_test.build_image(Catalog(tmp_path), "linux-test", progress=said.append) == ("new", True)
+    assert built == ["linux-test"] and "cannot read" in said[0]
