@@ -35,15 +35,15 @@ def emit(name: str, results: dict) -> None:
 
 
 def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str, ...] = (),
-                    standby: bool = True) -> tuple[object, dict]:
-    """The linux-core oracle suite, warm, at POOL: the RunResult, and its wall time, episodes a
-    minute, passes and infra errors."""
+                    standby: bool = True, suite: str = "linux-core") -> tuple[object, dict]:
+    """SUITE's oracle, warm, at POOL: the RunResult, and its wall time, episodes a minute, passes
+    and infra errors."""
     from rich.console import Console
 
     from runner.runs.request import RunRequest
     from runner.runs.run import run_suite
 
-    request = RunRequest(suite="linux-core", agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
+    request = RunRequest(suite=suite, agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
                          start="warm", standby=standby)
     started = time.perf_counter()
     result = run_suite(settings, request, Console(file=open("/dev/null", "w")))
@@ -52,3 +52,13 @@ def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str,
     return result, {"wall_s": round(wall, 1), "episodes": len(result.records),
                     "episodes_per_min": round(60 * len(result.records) / wall, 2),
                     "passes": outcomes["pass"], "infra_errors": outcomes["infra_error"]}
+
+
+def pss_mib(pid: int) -> float:
+    """A process's proportional set size (QEMU's): its private pages plus its share of the shared ones."""
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no Pss in /proc/{pid}/smaps_rollup")

@@ -17,21 +17,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, warm_oracle_run  # noqa: E402
+from common import emit, pss_mib, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 
 TARGET_MIB_PER_VM = 0.6 * 1000**3 / 2**20
-
-
-def pss_mib(pid: int) -> float:
-    """QEMU's proportional set size: its private pages plus its share of the shared ones."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no Pss in /proc/{pid}/smaps_rollup")
 
 
 def idle_pss(settings: Settings, pool: int) -> list[float]:

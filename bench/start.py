@@ -22,7 +22,7 @@ from runner.images.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.images.linux_test import LINUX_TEST, build_image  # noqa: E402
+from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
 from runner.images.warming import warm_image  # noqa: E402
 
 

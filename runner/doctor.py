@@ -15,7 +15,7 @@ from runner.config import Settings, free_bytes
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.images.linux_test import LINUX_TEST, REQUIRED_TOOLS
+from runner.images.linux_images import LINUX_TEST, REQUIRED_TOOLS
 from runner.runs.admission import available_mib, per_vm_mib, vms_that_fit
 
 Status = Literal["ok", "warn", "fail"]

@@ -1,57 +1,9 @@
 #!/bin/sh
 # mmdebstrap customize hook for the linux-test guest: $1 is the new root.
-# CU_KEYS names the folder with the image's SSH host key and the runner's two public keys
-# (client_key.pub for the desktop user, admin_key.pub for root); CU_GUEST_AGENT the guest
-# agent program.
+# The shared part (the user cu, keys, guest agent, services) is images/common/customize-base.sh.
 set -eu
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
-
-rm -f "$root/etc/resolv.conf"  # mmdebstrap leaves the build host's; the guest must not inherit it
+cp -a "$CU_COMMON/rootfs/." "$root/"
 cp -a "$here/rootfs/." "$root/"
-
-# The desktop user, unprivileged: no sudo, since the agent gets whatever it can do. No groups
-# either: Xorg runs as root and opens the input and video devices itself, and a user in
-# `input` could write key events (the power key, SysRq) straight to the kernel. Its password
-# only matters for a screen locker; logins are by key.
-chroot "$root" useradd -m -s /bin/bash cu
-cp -n "$root"/etc/skel/.[!.]* "$root/home/cu/"  # rootfs/ made the home first, so useradd skipped skel
-echo 'cu:cu' | chroot "$root" chpasswd
-chroot "$root" chown -R cu:cu /home/cu
-chmod 0755 "$root/home/cu/.xinitrc"
-install -d -m 0700 -o 1000 -g 1000 "$root/home/cu/.ssh"
-install -m 0600 -o 1000 -g 1000 "$CU_KEYS/client_key.pub" "$root/home/cu/.ssh/authorized_keys"
-# The runner's privileged channel: root, by a key of its own.
-install -d -m 0700 "$root/root/.ssh"
-install -m 0600 "$CU_KEYS/admin_key.pub" "$root/root/.ssh/authorized_keys"
-
-# The guest agent: the runner runs it through SSH for the window list and AT-SPI tree.
-install -m 0755 "$CU_GUEST_AGENT" "$root/usr/local/bin/cu-guest-agent"
-
-# One pinned host key; sshd would otherwise make fresh keys nobody has recorded.
-rm -f "$root"/etc/ssh/ssh_host_*
-install -m 0600 "$CU_KEYS/ssh_host_ed25519_key" "$root/etc/ssh/"
-install -m 0644 "$CU_KEYS/ssh_host_ed25519_key.pub" "$root/etc/ssh/"
-
-chroot "$root" systemctl enable cu-net ssh >/dev/null 2>&1
-# Root's systemd user manager stays up (linger), and so is in every warm state: without it,
-# logind starts one for the runner's first privileged command after each restore, which
-# costs seconds under TCG.
-install -d "$root/var/lib/systemd/linger" && touch "$root/var/lib/systemd/linger/root"
-# Ctrl+Alt+Del on the console would reboot the guest.
-chroot "$root" systemctl mask ctrl-alt-del.target >/dev/null 2>&1
-# Each of these costs seconds of a TCG boot and does nothing for a throwaway guest.
-chroot "$root" systemctl mask systemd-networkd.service systemd-networkd-wait-online.service \
-    e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \
-    fstrim.timer >/dev/null 2>&1
-
-# Kernel modules for hardware no VM here has (400 MB -> ~100 MB).
-for d in drivers/net/wireless drivers/net/ethernet drivers/media drivers/infiniband \
-         drivers/gpu/drm/amd drivers/gpu/drm/nouveau drivers/gpu/drm/i915 \
-         drivers/gpu/drm/radeon drivers/bluetooth drivers/scsi drivers/staging \
-         drivers/iio drivers/isdn sound net/bluetooth net/mac80211 net/wireless; do
-    rm -rf "$root"/lib/modules/*/kernel/$d
-done
-for k in "$root"/lib/modules/*; do chroot "$root" depmod "$(basename "$k")"; done
-chroot "$root" update-initramfs -u -k all >/dev/null
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+sh "$CU_COMMON/customize-base.sh" "$root" cu

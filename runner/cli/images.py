@@ -49,7 +49,7 @@ def image_build(
         _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
                        virtio_sha256, python_sha256, licence_days, accel, settings)
         return
-    from runner.images.linux_test import build_image
+    from runner.images.linux_images import build_image
 
     with err.status(f"building {name}") as status:
         image, built = build_image(catalog, name, force=force,

@@ -72,7 +72,8 @@ def mcp(
     image: Annotated[str, typer.Option("--image", help="catalog image to boot")] = "linux-test",
     tools: Annotated[str, typer.Option("--tools", help="tool sets: screen, mouse, keyboard, files, accessibility")] = (
         "screen,mouse,keyboard"),
-    file_root: Annotated[str, typer.Option("--file-root", help="folder the file tools are confined to")] = "/home/cu",
+    file_root: Annotated[str | None, typer.Option(
+        "--file-root", help="folder the file tools are confined to [default: the desktop user's home]")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="refuse tool calls past this many")] = None,
     trajectory: Annotated[Path | None, typer.Option("--trajectory", help="folder for trajectory.jsonl and screenshots")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio, or http (127.0.0.1, bearer token)")] = "stdio",
@@ -125,7 +126,7 @@ def mcp(
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
         recorded = Trajectory(trajectory, max_steps=max_steps)
-        server = episode_server(vm, recorded, toolsets=toolsets, file_root=file_root)
+        server = episode_server(vm, recorded, toolsets=toolsets, file_root=file_root or vm.desktop_user.home)
         with _live_vm(vm, "mcp", view, recorded.path):
             _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
 
@@ -160,7 +161,7 @@ def _serve_attached(url, transport, trajectory, toolsets, password_file, ssh, ke
 
     server, closers = attached_server(url, trajectory, toolsets=toolsets, password=read_password(password_file),
                                       ssh=parse_ssh(ssh) if ssh else None, key=key, host_key=host_key,
-                                      profile=profile, file_root=file_root if ssh else None,
+                                      profile=profile, file_root=(file_root or "/home/cu") if ssh else None,
                                       guest_agent=guest_agent, pointer_offset=pointer_offset,
                                       fast_capture=fast_capture)
     try:

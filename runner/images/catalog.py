@@ -112,6 +112,11 @@ class ImageManifest(Frozen):
         description="the guest runs the QEMU guest agent on a virtio-serial port: the runner's admin "
         "channel where the profile can use it (no login to wait for after a restore)",
     )
+    warm_apps: str | None = Field(
+        default=None,
+        description="a command the desktop user runs before a warm state is saved: each big app started once "
+        "and closed, so its files are in the guest's page cache after every restore (linux-desktop)",
+    )
     pointer_offset: int = Field(
         default=0,
         description="pixels the guest's pointer lands short of where VNC aimed: QEMU and the guest each "

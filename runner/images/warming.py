@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from runner.images.catalog import Image
 from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
-from runner.errors import UsageError
+from runner.errors import InfraError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
@@ -39,17 +39,20 @@ from runner.images.warm_state import (
 )
 
 Progress = Callable[[str], None]
+WARM_APPS_TIMEOUT_S = 900.0  # each big app started once, under TCG
 
 
 def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
-               progress: Progress = print) -> list[WarmSlot]:
-    """Makes a valid warm state for slots 0..SLOTS-1, keeping the ones that already are."""
+               progress: Progress = print, first: int = 0, warm_apps: bool = True) -> list[WarmSlot]:
+    """Makes a valid warm state for slots FIRST..FIRST+SLOTS-1, keeping the ones that already are.
+    WARM_APPS: run the image's warm_apps first, so its apps start faster after a restore (a
+    bench turns it off to measure what it brings)."""
     if slots < 1:
         raise UsageError("--slots must be at least 1")
     image.verify_disk()
     current = current_deps(host, image, accel, settings.libvirt_uri)
     done = []
-    for slot in range(slots):
+    for slot in range(first, first + slots):
         found = load_slot(image, slot)
         if found is not None and not force and not stale_reasons(found.state.deps, current):
             progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
@@ -58,12 +61,12 @@ def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, 
         # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
         check_free_space(image.folder, image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
                          f"warming slot {slot} of {image.name}")
-        done.append(_warm_slot(host, settings, image, slot, accel, current, progress))
+        done.append(_warm_slot(host, settings, image, slot, accel, current, progress, warm_apps))
     return done
 
 
 def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,
-               progress: Progress) -> WarmSlot:
+               progress: Progress, warm_apps: bool = True) -> WarmSlot:
     final = slot_folder(image, slot)
     lock = slot_lock(image, slot)
     lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
@@ -78,6 +81,12 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
             with vm:
                 if image.manifest.guest_agent:
                     GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
+                if warm_apps and image.manifest.warm_apps:
+                    progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; starting each app once")
+                    ran = vm.shell.run(image.manifest.warm_apps, timeout=WARM_APPS_TIMEOUT_S)
+                    if not ran.ok:
+                        raise InfraError(f"warming the apps of {image.name} failed (exit {ran.exit_code}): "
+                                         f"{(ran.stderr or ran.stdout).strip()[-300:]}")
                 progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
                 vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / SAVED_NVRAM_FILE)
             (scratch / BASE_DISK).chmod(0o444)

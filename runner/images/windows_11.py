@@ -40,7 +40,7 @@ from runner.images.catalog import (
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile
-from runner.images.linux_test import run_logged
+from runner.images.linux_images import run_logged
 from runner.images.scratch import scratch_then_rename
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"

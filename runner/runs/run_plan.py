@@ -59,7 +59,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = episode_tasks(request, tasks)
     agent = request_agent(request, tasks)
     external_server(request, agent)
-    image = Catalog(settings.images_dir).get(request.image or get_profile(profile).default_image)
+    image = Catalog(settings.images_dir).get(request.image or _image(suite, tasks) or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")
@@ -99,6 +99,15 @@ def _profile(suite: Suite, tasks: tuple[Task, ...]) -> str:
     if len(profiles) != 1:
         raise UsageError(f"suite {suite.name} mixes profiles ({', '.join(sorted(profiles))}); run them separately")
     return profiles.pop()
+
+
+def _image(suite: Suite, tasks: tuple[Task, ...]) -> str | None:
+    """The image the tasks name (task.yaml's image), or None when none does."""
+    named = {t.spec.image for t in tasks if t.spec.image}
+    if len(named) > 1:
+        raise UsageError(f"suite {suite.name}'s tasks name more than one image ({', '.join(sorted(named))})",
+                         fix="run them separately, or pass --image")
+    return named.pop() if named else None
 
 
 def _check_out_dir(out_dir: Path, log: ResultLog, resume: bool, suite: Suite) -> dict | None:

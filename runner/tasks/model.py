@@ -98,6 +98,8 @@ class TaskSpec(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="equal to the task's folder name")
     instruction: str = Field(min_length=1, description="the only thing the agent sees")
     profile: str = Field(description="the guest profile (runner.profiles): linux, windows")
+    image: str | None = Field(default=None, description="the catalog image the task runs on; default: the "
+                                                          "profile's (linux-test, windows-11)")
     timeout_s: int = Field(default=300, gt=0, le=24 * 3600, description="the agent's wall-clock limit")
     verify_timeout_s: int = Field(default=180, gt=0, le=3600,
                                   description="the wall-clock limit of the verifier, each checkpoint and each safety "

@@ -8,7 +8,7 @@ import pytest
 
 from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
-from runner.images.linux_test import LINUX_TEST, build_image
+from runner.images.linux_images import LINUX_DESKTOP, LINUX_TEST, build_image
 from runner.runs.scope import resolve_accel
 
 
@@ -45,3 +45,14 @@ def warm_slots(host, settings, built_image, accel):
 def linux_image(built_image, warm_slots) -> Image:
     """The linux-test image with its warm slots: what every test that boots a VM asks for."""
     return built_image
+
+
+@pytest.fixture(scope="session")
+def desktop_image(settings, host, accel) -> Image:
+    """linux-desktop, built by its own recipe if the cache lacks it, with one warm slot (its apps
+    warmed): the tests that need the benchmarks' desktop ask for it."""
+    from runner.images.warming import warm_image
+
+    image, _built = build_image(Catalog(settings.images_dir), LINUX_DESKTOP, progress=lambda _line: None)
+    warm_image(host, settings, image, 1, accel, progress=lambda _line: None)
+    return image

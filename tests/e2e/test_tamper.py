@@ -36,16 +36,18 @@ ROUND_ONE = {"fake-verifier", "fill-disk", "forced-command", "rc-hijack", "reboo
              "stdout-injection", "sudo-attempts"}
 
 
-def run_tamper(tasks: list[str], out: Path) -> dict[str, dict]:
-    result = cu_run("run", "--suite", str(SUITE), "--agent", "oracle", "--tasks", ",".join(tasks), "--vm-pool", "2",
-                    "--out", str(out), timeout=3000)
+def run_tamper(tasks: list[str], out: Path, *image_and_pool: str) -> dict[str, dict]:
+    """IMAGE_AND_POOL: e.g. ("--image", "linux-desktop", "--vm-pool", "1"); linux-test at a pool of 2 by default."""
+    result = cu_run("run", "--suite", str(SUITE), "--agent", "oracle", "--tasks", ",".join(tasks),
+                    *(image_and_pool or ("--vm-pool", "2")), "--out", str(out), timeout=3000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert set(records) == set(tasks)
     return records
 
 
-def check(records: dict[str, dict], out: Path) -> None:
+def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
+    """HOME: the desktop user's home on the image the suite ran on."""
     outcomes = {task: r["outcome"] for task, r in records.items()}
     assert set(outcomes.values()) == {"fail"}, outcomes  # every episode scored, none passed
     reasons = {task: r["reason"] for task, r in records.items()}
@@ -62,8 +64,8 @@ def check(records: dict[str, dict], out: Path) -> None:
         assert "INSTALLED" not in attempts and "STOPPED" not in attempts
     if "sparse-file" in records:  # listed in bounded time, by its metadata instead of its 50 GB
         write_set = json.loads(episode("sparse-file", "write-set.json"))
-        assert "/home/cu/big.img" in write_set["compared_by_metadata"]
-        assert "/home/cu/big.img (created)" in write_set["unexpected"]
+        assert f"{home}/big.img" in write_set["compared_by_metadata"]
+        assert f"{home}/big.img (created)" in write_set["unexpected"]
 
     # 1. Forged verdicts: a fail, or (legacy stdout) no verdict, which the untouched state then
     #    shows to be the agent's doing.
@@ -73,11 +75,11 @@ def check(records: dict[str, dict], out: Path) -> None:
         assert reasons["forged-listing"].startswith("unexpected files on the Desktop:")
         assert "WROTE" not in episode("forged-listing", "agent.log")
     # 2. Every hidden change named, with what gave it away.
-    hidden = {"ws-big-inplace": ["/home/cu/data/big.bin (modified: contents not hashed"],
-              "ws-decoys": ["/home/cu/zz-notes/todo.txt (modified"],
-              "ws-link-and-mode": ["/home/cu/current (modified: link target releases/v1 -> releases/v2)",
-                                   "/home/cu/releases/v1/config (modified: mode 600 -> 666)",
-                                   "/home/cu/releases/v2 (modified: mode 700 -> 777)"]}
+    hidden = {"ws-big-inplace": [f"{home}/data/big.bin (modified: contents not hashed"],
+              "ws-decoys": [f"{home}/zz-notes/todo.txt (modified"],
+              "ws-link-and-mode": [f"{home}/current (modified: link target releases/v1 -> releases/v2)",
+                                   f"{home}/releases/v1/config (modified: mode 600 -> 666)",
+                                   f"{home}/releases/v2 (modified: mode 700 -> 777)"]}
     for task in hidden.keys() & records.keys():
         assert reasons[task].startswith("changed outside the allowed paths"), reasons[task]
         for change in hidden[task]:
@@ -115,4 +117,11 @@ def test_a_sample_of_each_tamper_class_scores_no_pass_and_shrinks_no_denominator
 def test_no_tampering_agent_scores_a_pass_or_shrinks_the_denominator(linux_image, host, settings, tmp_path):
     out = tmp_path / "tamper"
     check(run_tamper(ALL, out), out)
+    assert leftovers(host, settings) == []
+
+
+def test_the_tamper_sample_scores_no_pass_on_linux_desktop(desktop_image, host, settings, tmp_path):
+    """The trust model on the benchmarks' desktop: the same attacks, as its user, score the same."""
+    out = tmp_path / "tamper-desktop"
+    check(run_tamper(SAMPLE, out, "--image", "linux-desktop", "--vm-pool", "1"), out, home="/home/user")
     assert leftovers(host, settings) == []

@@ -81,15 +81,15 @@ def test_a_manifest_another_version_wrote_is_named_and_does_not_hide_the_others(
 
 
 def test_a_build_replaces_a_manifest_it_cannot_read(tmp_path, monkeypatch):
-    from runner.images import linux_test
+    from runner.images import linux_images
 
     folder = make_image(tmp_path, "linux-test")
     data = json.loads((folder / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**data, "a_field_from_the_future": None}))
     built = []
-    monkeypatch.setattr(linux_test, "check_build_host", lambda: None)
+    monkeypatch.setattr(linux_images, "check_build_host", lambda: None)
     # The recipe itself is the one seam faked here: a real build is the e2e tests' image fixture.
-    monkeypatch.setattr(linux_test, "_build_linux_test", lambda catalog, name, progress: built.append(name) or "new")
+    monkeypatch.setattr(linux_images, "_build_linux", lambda catalog, spec, progress: built.append(spec.name) or "new")
     said = []
-    assert linux_test.build_image(Catalog(tmp_path), "linux-test", progress=said.append) == ("new", True)
+    assert linux_images.build_image(Catalog(tmp_path), "linux-test", progress=said.append) == ("new", True)
     assert built == ["linux-test"] and "cannot read" in said[0]

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("runner.tasks", "runner.tasks.*", "runner.scoring.quarantine", "runner.scoring.safety",
                "runner.images.scratch", "runner.images.warm_state", "runner.images.start_plan",
                "runner.episode_domain")),
-    ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_test", "runner.images.windows_11",
+    ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_images", "runner.images.windows_11",
                     "runner.gc")),
     ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),
     ("run records", ("runner.runs", "runner.runs.results", "runner.runs.recording", "runner.runs.report",

@@ -1,8 +1,10 @@
-"""Builds the built-in linux-test guest into the image catalog.
+"""Builds the built-in Linux guests into the image catalog: linux-test, the small desktop every
+part is exercised on, and linux-desktop, the benchmark apps' desktop (docs/images.md).
 
-The recipe (images/linux-test/) is shell: mmdebstrap, mkfs.ext4 -d, qemu-img. This
-module owns what is around it: the keys, the lock against two builds at once, the
-manifest, and the atomic move into the catalog so a failed build leaves nothing half made.
+A recipe (images/<name>/, with what both share in images/common/) is shell: mmdebstrap,
+mkfs.ext4 -d, qemu-img. This module owns what is around it: the keys, the lock against two
+builds at once, the manifest, and the atomic move into the catalog so a failed build leaves
+nothing half made.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,14 +40,42 @@ from runner.profiles.linux import LinuxProfile
 from runner.images.scratch import scratch_then_rename
 
 LINUX_TEST = "linux-test"
-BUILT_IN = (LINUX_TEST,)
-DESKTOP_COLOR = "#1f6f8b"  # must match images/linux-test/rootfs/home/cu/.xinitrc
+LINUX_DESKTOP = "linux-desktop"
 # No console on tty0: drawing boot messages on the VGA text console is slow under TCG.
 # net.ifnames=0 names the NIC eth0, which cu-net.service configures.
 KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigations=off random.trust_cpu=on"
-# The desktop counts as ready once jwm has started the terminal tasks and people click on.
-# By class: bash retitles the xterm to user@host: dir.
-TERMINAL_READY = "DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' >/dev/null"
+
+
+@dataclass(frozen=True)
+class LinuxRecipe:
+    """What the manifest of a built-in Linux guest says beyond what its recipe's files do."""
+
+    name: str
+    user: str  # the desktop user
+    password: str
+    screen: ScreenSize
+    desktop_color: str  # the desktop's solid background: "the desktop is up" in a screenshot
+    desktop_ready_check: str  # a command that succeeds once the desktop takes input
+    memory_mib: int
+    pointer_offset: int = 0
+    warm_apps: str | None = None  # images/<name>/rootfs/usr/local/bin/cu-warm-apps
+
+
+RECIPES = {
+    LINUX_TEST: LinuxRecipe(
+        LINUX_TEST, user="cu", password="cu", screen=ScreenSize(width=1280, height=800),
+        desktop_color="#1f6f8b",  # images/linux-test/rootfs/home/cu/.xinitrc
+        # Ready once jwm has started the terminal. By class: bash retitles the xterm to user@host: dir.
+        desktop_ready_check="DISPLAY=:0 xdotool search --onlyvisible --classname '^xterm$' >/dev/null",
+        memory_mib=1024, pointer_offset=1),  # measured: without it every click lands at (x-1, y-1)
+    LINUX_DESKTOP: LinuxRecipe(
+        LINUX_DESKTOP, user="user", password="password",  # OSWorld's account: its tasks name /home/user
+        screen=ScreenSize(width=1920, height=1080),  # OSWorld's screen
+        desktop_color="#2e3440",  # images/linux-desktop/rootfs/home/user/.config/xfce4/...xfce4-desktop.xml
+        desktop_ready_check="DISPLAY=:0 xdotool search --onlyvisible --class '^Xfce4-panel$' >/dev/null",
+        memory_mib=2560, pointer_offset=1, warm_apps="DISPLAY=:0 /usr/local/bin/cu-warm-apps"),
+}
+BUILT_IN = tuple(RECIPES)
 # customize.sh installs guest_agent/linux/cu_guest_agent.py here; it talks to the user's X
 # session and (through its session bus) to AT-SPI.
 GUEST_AGENT_DIR = DATA_ROOT / "guest_agent" / "linux"
@@ -86,7 +117,7 @@ def build_image(catalog: Catalog, name: str, *, force: bool = False, progress: P
             if existing.manifest.builder.endswith(f"recipe {recipe_hash(recipe_dir(name))}"):
                 return existing, False
             progress(f"the cached {name} was built from another recipe; rebuilding")
-        return _build_linux_test(catalog, name, progress), True
+        return _build_linux(catalog, RECIPES[name], progress), True
 
 
 def check_build_host() -> None:
@@ -98,8 +129,8 @@ def check_build_host() -> None:
         )
     if os.geteuid() != 0:
         raise UsageError(
-            "building linux-test needs root (mmdebstrap --mode=root, chroot)",
-            fix="run the build as root: sudo cu-run image build linux-test",
+            "building a Linux guest needs root (mmdebstrap --mode=root, chroot)",
+            fix="run the build as root: sudo cu-run image build NAME",
         )
 
 
@@ -121,21 +152,31 @@ def recipe_hash(recipe: Path) -> str:
 
     A cached image whose hash differs was built from another recipe and is rebuilt.
     """
-    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + TERMINAL_READY.encode() + GUEST_AGENT_COMMAND.encode()
+    spec = RECIPES.get(recipe.name)
+    digest = hashlib.sha256(KERNEL_CMDLINE.encode() + repr(spec).encode() + GUEST_AGENT_COMMAND.encode()
                             + BUILD_LAYOUT.encode())
-    for folder in (recipe, GUEST_AGENT_DIR):
+    for folder in (recipe, recipe.parent / "common", GUEST_AGENT_DIR):
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(folder.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
-    recipe = recipe_dir(name)
+def build_variant(catalog: Catalog, spec: LinuxRecipe, recipe: Path, progress: Progress = print) -> Image:
+    """Builds the recipe folder RECIPE (beside a copy of images/common/) as SPEC says, into CATALOG:
+    how a bench compares a variant of a built-in guest (another desktop) with the guest itself."""
+    check_build_host()
+    catalog.root.mkdir(parents=True, exist_ok=True)
+    return _build_linux(catalog, spec, progress, recipe)
+
+
+def _build_linux(catalog: Catalog, spec: LinuxRecipe, progress: Progress, recipe: Path | None = None) -> Image:
+    name = spec.name
+    recipe = recipe or recipe_dir(name)
     started = time.monotonic()
     with scratch_then_rename(catalog.folder(name), catalog.root / f".build-{name}-{os.getpid()}") as work:
         keys = private_dir(work / "keys")
         _make_keys(keys)
-        _run_recipe(recipe / "build.sh", work, keys, progress)
+        _run_recipe(recipe / "build.sh", work, keys, progress, spec.password)
         for leftover in ("client_key.pub", "admin_key.pub", "ssh_host_ed25519_key"):
             (keys / leftover).unlink()  # the guest's private host key stays only inside the guest
         disk = work / "disk.qcow2"
@@ -148,14 +189,16 @@ def _build_linux_test(catalog: Catalog, name: str, progress: Progress) -> Image:
             disk_sha256=sha256_file(disk),
             disk_bytes=disk.stat().st_size,
             boot=DirectBoot(kernel="vmlinuz", initrd="initrd.img", cmdline=KERNEL_CMDLINE),
-            screen=ScreenSize(width=1280, height=800),
-            desktop_color=DESKTOP_COLOR,
-            pointer_offset=1,  # measured: without it every click lands at (x-1, y-1)
-            desktop_ready_check=TERMINAL_READY,
+            screen=spec.screen,
+            desktop_color=spec.desktop_color,
+            pointer_offset=spec.pointer_offset,
+            desktop_ready_check=spec.desktop_ready_check,
             guest_agent=GUEST_AGENT_COMMAND,
-            credentials=Credentials(user="cu", password="cu"),
+            memory_mib=spec.memory_mib,
+            warm_apps=spec.warm_apps,
+            credentials=Credentials(user=spec.user, password=spec.password),
             ssh=SshAccess(
-                user="cu",
+                user=spec.user,
                 private_key="keys/client_key",
                 host_key=" ".join((keys / "ssh_host_ed25519_key.pub").read_text().split()[:2]),
                 admin_user="root",
@@ -205,10 +248,11 @@ def _recipe_step(line: str) -> str | None:
     return line.strip().lstrip("= ").removeprefix("I: ") if line.startswith(("==", "I: ")) else None
 
 
-def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress) -> None:
+def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress, password: str) -> None:
     log_path = work / "build.log"
     code, tail = run_logged(["sh", str(script), str(work), str(keys)], log_path, _recipe_step, progress,
-                            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py")))
+                            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py"),
+                                     CU_USER_PASSWORD=password))
     if code != 0:
         kept = work.parent / f"{work.name}.failed.log"
         shutil.copy(log_path, kept)
