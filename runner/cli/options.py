@@ -11,7 +11,7 @@ import typer
 
 from runner.console import make_console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Run computer-use agents on local VMs, many at once, and score them.")
 image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
@@ -30,6 +30,20 @@ app.add_typer(cluster_app, name="cluster")
 
 con = make_console()
 err = make_console(stderr=True)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from runner import __version__
+
+        print(f"cu-run {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="print cu-run's version and exit")] = False) -> None:
+    """Run computer-use agents on local VMs, many at once, and score them."""
 
 CacheDir = Annotated[Path | None, typer.Option("--cache-dir", envvar="CU_RUN_HOME",
                                                   help="Image catalog and episode files [default: ~/.cache/cu-run]")]
@@ -82,7 +96,16 @@ ClusterOpt = Annotated[str | None, typer.Option(
 
 
 SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
-TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]")]
+def _some_tasks(text: str | None) -> str | None:
+    """--tasks names at least one task: an empty list (a script's unset variable) is refused rather
+    than read as every task of the suite."""
+    if text is not None and not _comma_list(text):
+        raise typer.BadParameter(f"{text!r} names no task; leave --tasks out to run them all", param_hint="'--tasks'")
+    return text
+
+
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]",
+                                              callback=_some_tasks)]
 PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
 TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]

@@ -44,3 +44,29 @@ def test_counts_below_one_fail_at_parse_time_naming_the_flag():
     for flag in ("--vm-pool", "--trials", "--max-steps"):
         result = cu_run("run", "--suite", "linux-core", "--agent", "nop", flag, "0")
         assert result.returncode == 2 and f"'{flag}'" in result.stderr
+
+
+@pytest.mark.parametrize("tasks", ["", ",", " , "])
+def test_an_empty_task_list_is_refused_not_read_as_every_task(tasks):
+    for command in (["run", "--suite", "linux-core", "--agent", "nop"], ["validate", "--suite", "linux-core"]):
+        result = cu_run(*command, "--tasks", tasks)
+        assert result.returncode == 2 and "'--tasks'" in result.stderr and "names no task" in result.stderr, result.stderr
+
+
+def test_help_shows_the_defaults_written_in_it():
+    """Rich once read `[default: ...]` in a help text as markup and dropped it."""
+    import os
+
+    shown = subprocess.run([sys.executable, "-m", "runner", "run", "--help"], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "COLUMNS": "300"}).stdout
+    shown = " ".join(shown.split())  # the help wraps its column at any width
+    for default in ("[default: all]", "[default: by the suite's profile]", "[default: ~/.cache/cu-run]",
+                    "[default: qemu:///system]", "[default: runs/<suite>-<agent>-<time>]"):
+        assert default in shown, default
+
+
+def test_version():
+    from runner import __version__
+
+    result = cu_run("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"cu-run {__version__}"
