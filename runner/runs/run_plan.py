@@ -16,6 +16,7 @@ from runner.errors import UsageError
 from runner.images.catalog import Catalog, Image
 from runner.mcp.server import resolve_toolsets
 from runner.profiles import get_profile
+from runner.runs.resume_check import resume_differences
 from runner.runs.request import RunRequest, episode_tasks, external_server, request_agent
 from runner.runs.results import RESULTS, ResultLog
 from runner.tasks.lint import errors, lint_task_scripts
@@ -67,6 +68,12 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
         raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
     out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
     previous = _check_out_dir(out_dir, ResultLog(out_dir), request.resume, suite)
+    if previous is not None and (differences := resume_differences(
+            previous, request, agent.name, image.manifest.disk_sha256, [t.id for t in tasks])):
+        raise UsageError(f"--resume would add episodes unlike those of the run in {out_dir}:\n  "
+                         + "\n  ".join(differences),
+                         fix="resume with the run's own options (its run.json lists them), or start a new run "
+                             "with another --out")
     check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {request.vm_pool} episode VMs")
     return RunPlan(suite, tasks, agent, image, out_dir, previous)
