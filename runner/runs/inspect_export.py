@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.errors import UsageError
-from runner.runs.report import read_json
+from runner.runs.report import planned_trials, read_json
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.tasks.model import load_suite
 
@@ -35,21 +35,25 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
     records = ResultLog(run_dir).latest()
     instructions = _instructions(run)
     suite = run.get("suite", {})
-    summary = summarize(records, suite.get("tasks") or sorted({r.task_id for r in records}))
+    summary = summarize(records, suite.get("tasks") or sorted({r.task_id for r in records}), trials=planned_trials(run))
     overall = summary["overall"]
+    missing_episodes = summary.get("completeness", {}).get("missing", [])
     created = run.get("started_at") or datetime.now(UTC).isoformat()
     samples = [_sample(run_dir, r, instructions.get(r.task_id, r.task_id), run) for r in records]
     log = EvalLog(
-        status="success" if run.get("ended_at") else "started",
+        # A run that ended with planned episodes missing was stopped: Inspect calls that cancelled.
+        status=("cancelled" if missing_episodes else "success") if run.get("ended_at") else "started",
         eval=EvalSpec(created=created, task=f"cu-run/{suite.get('name', run_dir.name)}",
                       model=f"agent/{run.get('agent', {}).get('name', 'unknown')}",
                       dataset=EvalDataset(name=suite.get("name"), location=suite.get("path"), samples=len(samples)),
                       config=EvalConfig(epochs=max((r.trial for r in records), default=1)),
                       metadata={"cu_run": run}),
-        results=EvalResults(total_samples=len(samples), completed_samples=len(samples), scores=[
+        # No score where nothing was scored: an accuracy of 0.0 would read as an agent that failed everything.
+        results=EvalResults(total_samples=len(samples) + len(missing_episodes), completed_samples=len(samples), scores=[
             EvalScore(name="passed", scorer="cu-run", scored_samples=overall["scored"],
                       unscored_samples=overall["episodes"] - overall["scored"],
-                      metrics={"accuracy": EvalMetric(name="accuracy", value=overall["rate"] or 0.0)})]),
+                      metrics={"accuracy": EvalMetric(name="accuracy", value=overall["rate"])})]
+            if overall["scored"] else []),
         samples=samples,
         metadata={"summary": summary},
     )

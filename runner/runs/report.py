@@ -54,7 +54,14 @@ def render_report(out_dir: Path) -> str:
 
 def _summary(run: dict, records: list[EpisodeRecord]) -> dict:
     task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
-    return summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())))
+    return summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())),
+                     trials=planned_trials(run))
+
+
+def planned_trials(run: dict) -> int | None:
+    """The run's --trials, from run.json (None for a folder without one)."""
+    trials = run.get("arguments", {}).get("trials")
+    return trials if isinstance(trials, int) and trials >= 1 else None
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -72,6 +79,15 @@ def read_json(path: Path) -> dict:
 
 
 # -- HTML
+
+
+def _incomplete(summary: dict) -> str:
+    """A run with planned episodes that have no result says so first: a partial run never reads as whole."""
+    complete = summary.get("completeness")
+    if not complete or not complete["missing"]:
+        return ""
+    return (f"<p class='warn'><b>Incomplete:</b> {complete['done']} of {complete['planned']} planned episodes have a "
+            f"result; missing: {html.escape(', '.join(complete['missing']))}. <code>--resume</code> finishes the run.</p>")
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
@@ -94,7 +110,7 @@ def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRe
     agent = run.get("agent", {}).get("name", "?")
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
              f"<style>{CSS}</style></head><body>",
-             f"<h1>{e(suite)}: agent {e(agent)}</h1>", "<h2>Summary</h2>", _summary_table(overall),
+             f"<h1>{e(suite)}: agent {e(agent)}</h1>", _incomplete(summary), "<h2>Summary</h2>", _summary_table(overall),
              "<h2>Provenance</h2>", _provenance(run), "<h2>Tasks</h2>", _task_table(summary)]
     if _is_cluster(summary):
         parts += ["<h2>Hosts</h2>", _host_table(summary["hosts"])]

@@ -105,10 +105,12 @@ class ResultLog:
 UNSCORED: tuple[Outcome, ...] = ("infra_error", "verifier_error")
 
 
-def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proof: tuple[str, ...] = ()) -> dict:
+def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proof: tuple[str, ...] = (),
+              trials: int | None = None) -> dict:
     """Per task and overall: passes over trials with a Wilson 95% interval, checkpoint
     progress beside it, every outcome counted, safety violations apart, flaky tasks, the
-    task defects (verifier errors), and the tasks whose agent had admin rights."""
+    task defects (verifier errors), and the tasks whose agent had admin rights. With TRIALS
+    (the run's --trials), what was planned, what has a result and what is missing."""
     per_task = {}
     for task_id in task_ids:
         mine = [r for r in records if r.task_id == task_id]
@@ -125,7 +127,12 @@ def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proo
                                    if r.task_id == t and r.outcome == "verifier_error"]
                                for t in task_ids if per_task[t]["outcomes"]["verifier_error"]}
     overall["not_tamper_proof_tasks"] = [t for t in task_ids if t in not_tamper_proof]
-    return {"tasks": per_task, "overall": overall, "hosts": by_host(records)}
+    summary = {"tasks": per_task, "overall": overall, "hosts": by_host(records)}
+    if trials is not None:
+        planned = [(t, n) for n in range(1, trials + 1) for t in task_ids]
+        summary["completeness"] = {"planned": len(planned), "done": len(planned) - len(missing(records, planned)),
+                                   "missing": [f"{t} #{n}" for t, n in missing(records, planned)]}
+    return summary
 
 
 def by_host(records: list[EpisodeRecord]) -> dict:

@@ -152,7 +152,8 @@ def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict
     """summary.json, the end time in run.json, report.html and junit.xml, from what the log holds."""
     wanted = {t.id for t in plan.tasks}
     records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
-    summary = summarize(records, [t.id for t in plan.tasks], tuple(provenance["suite"].get("not_tamper_proof", ())))
+    summary = summarize(records, [t.id for t in plan.tasks], tuple(provenance["suite"].get("not_tamper_proof", ())),
+                        trials=request.trials)
     write_json(plan.out_dir / "summary.json", summary)
     provenance["ended_at"] = datetime.now(UTC).isoformat()
     write_json(plan.out_dir / "run.json", provenance)
@@ -251,6 +252,11 @@ def _print_summary(console: Console, summary: dict) -> None:
         table.add_row(escape(task_id), f"{c['passes']}/{c['scored']}", rate, progress, str(c["violations"]),
                       str(o["timeout"]), str(o["agent_error"]), str(o["verifier_error"]), str(o["infra_error"]))
     console.print(table)
+    if (complete := summary.get("completeness")) and complete["missing"]:
+        shown = ", ".join(complete["missing"][:8]) + (", ..." if len(complete["missing"]) > 8 else "")
+        console.print(f"[bold yellow]incomplete:[/] {complete['done']} of {complete['planned']} planned episodes have "
+                      f"a result; {len(complete['missing'])} missing ({escape(shown)}); --resume finishes the run",
+                      highlight=False)
     overall = summary["overall"]
     for task_id, trials in overall.get("task_defects", {}).items():
         console.print(f"[bold magenta]task defect:[/] {escape(task_id)}: its verifier could not decide "

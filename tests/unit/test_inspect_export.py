@@ -71,3 +71,34 @@ def test_a_folder_without_results_is_one_clear_message(tmp_path):
 
     with pytest.raises(UsageError, match="no episode has finished"):
         export_inspect(tmp_path)
+
+
+def test_a_run_with_planned_episodes_missing_exports_as_cancelled_and_says_so(tmp_path):
+    """Stopped after 3 of its 4 planned episodes: Inspect's status is never success, and the
+    report and summary name the missing one."""
+    from runner.runs.report import write_reports
+
+    run = planted(tmp_path)
+    provenance = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**provenance, "arguments": {"trials": 2}}))
+    log = inspect_log.read_eval_log(str(export_inspect(run)))
+    assert log.status == "cancelled"
+    assert log.results.total_samples == 4 and log.results.completed_samples == 3
+    from runner.runs.report import _summary, read_json
+
+    summary = _summary(read_json(run / "run.json"), ResultLog(run).latest())["completeness"]
+    assert summary == {"planned": 4, "done": 3, "missing": ["calc-to-file #2"]}
+    html_path, _junit = write_reports(run)
+    assert "Incomplete:</b> 3 of 4 planned episodes have a result; missing: calc-to-file #2" in html_path.read_text()
+
+
+def test_nothing_scored_gives_no_accuracy(tmp_path):
+    run = tmp_path / "run"
+    write_results(run, [EpisodeRecord("calc-to-file", 1, "verifier_error", "no verdict", 5.0, 0, 1,
+                                      "2026-12-01T10:01:00+00:00", "2026-12-01T10:01:05+00:00", {})])
+    (run / "run.json").write_text(json.dumps({
+        "started_at": "2026-12-01T10:00:00+00:00", "ended_at": "2026-12-01T10:02:00+00:00",
+        "suite": {"name": "linux-core", "path": str(SUITES_DIR / "linux-core"), "tasks": ["calc-to-file"]},
+        "agent": {"name": "nop"}, "arguments": {"trials": 1}}))
+    log = inspect_log.read_eval_log(str(export_inspect(run)))
+    assert log.status == "success" and log.results.scores == []
