@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult, agent_environment, run_process
@@ -32,12 +33,16 @@ class ModelCliAgent(Agent):
     needs_mcp = True
     binary: str
     bin_env: str  # overrides where the executable is
-    key_envs: tuple[str, ...]  # one of these must hold an API key
+    # The ways the CLI takes credentials, as it documents them: (what to tell a user, whether an
+    # environment and a home folder hold that way). One must be set up.
+    credentials: tuple[tuple[str, Callable[[dict[str, str], Path], bool]], ...]
 
-    def __init__(self, max_turns: int = 50, append_prompt: str = "", env: dict[str, str] | None = None) -> None:
+    def __init__(self, max_turns: int = 50, append_prompt: str = "", env: dict[str, str] | None = None,
+                 model: str | None = None) -> None:
         self.max_turns = max_turns
         self.append_prompt = append_prompt  # a study arm's vendor skill text, after cu-run's preamble
         self.env = env or {}  # a study arm's environment, over the runner's
+        self.model = model  # None: the CLI's own default, recorded as such
 
     @property
     def system_prompt(self) -> str:
@@ -51,8 +56,10 @@ class ModelCliAgent(Agent):
         if not self.executable():
             raise UsageError(f"the {self.name} agent needs the {self.binary!r} CLI, which is not on PATH",
                              fix=f"install it, or point {self.bin_env} at it")
-        if not any(os.environ.get(k) for k in self.key_envs):
-            raise UsageError(f"the {self.name} agent needs an API key in {' or '.join(self.key_envs)}")
+        env = {**os.environ, **self.env}
+        if not any(found(env, Path.home()) for _what, found in self.credentials):
+            raise UsageError(f"the {self.name} agent finds no credentials for its model",
+                             fix="set up one of: " + "; ".join(what for what, _found in self.credentials))
 
     @override
     def version(self) -> str:
@@ -74,18 +81,46 @@ class ModelCliAgent(Agent):
         return run_process(self.argv(task, session), env, log, task.spec.timeout_s, cwd=log.parent)
 
 
+def _set(*names: str) -> Callable[[dict[str, str], Path], bool]:
+    """Every one of NAMES is set (non-empty) in the environment."""
+    return lambda env, _home: all(env.get(n) for n in names)
+
+
+def _either(*names: str) -> Callable[[dict[str, str], Path], bool]:
+    return lambda env, _home: any(env.get(n) for n in names)
+
+
+def _on(name: str) -> Callable[[dict[str, str], Path], bool]:
+    """A switch such as CLAUDE_CODE_USE_BEDROCK=1."""
+    return lambda env, _home: env.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+def _file(relative: str) -> Callable[[dict[str, str], Path], bool]:
+    """A login the CLI saved in the home folder."""
+    return lambda _env, home: (home / relative).is_file()
+
+
 class ClaudeAgent(ModelCliAgent):
     """Claude Code headless: the stream-json transcript is agent.log."""
 
     name = "claude"
     binary = "claude"
     bin_env = "CU_RUN_CLAUDE_BIN"
-    key_envs = ("ANTHROPIC_API_KEY",)
+    credentials = (
+        ("an API key in ANTHROPIC_API_KEY", _set("ANTHROPIC_API_KEY")),
+        ("a gateway: ANTHROPIC_BASE_URL with ANTHROPIC_AUTH_TOKEN", _set("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")),
+        ("Amazon Bedrock: CLAUDE_CODE_USE_BEDROCK=1 with AWS credentials and AWS_REGION",
+         _on("CLAUDE_CODE_USE_BEDROCK")),
+        ("Google Vertex AI: CLAUDE_CODE_USE_VERTEX=1 with CLOUD_ML_REGION and ANTHROPIC_VERTEX_PROJECT_ID",
+         _on("CLAUDE_CODE_USE_VERTEX")),
+        ("a login saved by `claude` (~/.claude/.credentials.json)", _file(".claude/.credentials.json")),
+    )
 
     @override
     def argv(self, task: Task, session: McpSession) -> list[str]:
         allowed = ",".join(f"mcp__{SERVER_NAME}__{name}" for name in session.tool_names)
         return [self.executable(), "-p", task.spec.instruction,
+                *(["--model", self.model] if self.model else []),
                 "--output-format", "stream-json", "--verbose",
                 "--mcp-config", str(session.config_path), "--strict-mcp-config",
                 "--allowedTools", allowed, "--disallowedTools", ",".join(DISALLOWED_HOST_TOOLS),
@@ -99,13 +134,18 @@ class CodexAgent(ModelCliAgent):
     name = "codex"
     binary = "codex"
     bin_env = "CU_RUN_CODEX_BIN"
-    key_envs = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    credentials = (
+        ("an API key in OPENAI_API_KEY or CODEX_API_KEY (with OPENAI_BASE_URL for a gateway)",
+         _either("OPENAI_API_KEY", "CODEX_API_KEY")),
+        ("a login saved by `codex login` (~/.codex/auth.json)", _file(".codex/auth.json")),
+    )
 
     @override
     def argv(self, task: Task, session: McpSession) -> list[str]:
         table = f"mcp_servers.{SERVER_NAME}"
         enabled = "[" + ",".join(f'"{name}"' for name in session.tool_names) + "]"
         return [self.executable(), "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
+                *(["--model", self.model] if self.model else []),
                 "-c", f'{table}.url="{session.url}"',
                 "-c", f'{table}.bearer_token_env_var="CU_RUN_MCP_TOKEN"',
                 "-c", f"{table}.enabled_tools={enabled}",

@@ -118,6 +118,17 @@ def _comma_list(text: str | None) -> tuple[str, ...]:
     return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
 
+def _key_values(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    """--agent-env KEY=VALUE, repeated: the pairs, sorted by key (as a study arm's env is)."""
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or " " in key:
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="'--agent-env'")
+        found[key] = value
+    return tuple(sorted(found.items()))
+
+
 def _pool_opener(request):
     """Where a run's episodes go: this machine's slots, or (--cluster) the cluster's hosts. The CLI
     chooses, so the run itself never imports the cluster (runner.runs.pool)."""

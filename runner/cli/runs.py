@@ -13,6 +13,7 @@ from rich.table import Table
 from runner.config import Settings
 from runner.cli.options import (
     _comma_list,
+    _key_values,
     _pool_opener,
     AccelChoice,
     AccelOpt,
@@ -70,6 +71,15 @@ def run(
         "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
                              "instead of cu-run's tools")] = None,
     mcp_server_url: Annotated[str | None, typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="the model of the claude or codex agent, passed to its CLI and recorded in run.json "
+                        "[default: the CLI's own]")] = None,
+    agent_env: Annotated[list[str] | None, typer.Option(
+        "--agent-env", help="KEY=VALUE in the agent's environment, over the runner's (repeat it)")] = None,
+    timeout: Annotated[int | None, typer.Option(
+        "--timeout", min=1, help="every task's agent time limit in seconds [default: each task's timeout_s]")] = None,
+    append_prompt: Annotated[str, typer.Option(
+        "--append-prompt", help="text after cu-run's system prompt, for claude and codex")] = "",
     live: LiveOpt = False,
     live_port: LivePortOpt = 0,
     live_host: LiveHostOpt = "127.0.0.1",
@@ -86,7 +96,8 @@ def run(
                          max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
                          agent_script=agent_script, record=record, cluster=cluster, selection=selection,
                          mcp_server=mcp_server, mcp_server_url=mcp_server_url, live=live, live_port=live_port,
-                         live_host=live_host, live_control=live_control)
+                         live_host=live_host, live_control=live_control, model=model,
+                         agent_env=_key_values(agent_env or []), timeout_s=timeout, append_prompt=append_prompt)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)

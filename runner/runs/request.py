@@ -50,6 +50,7 @@ class RunRequest:
     live_port: int = 0
     live_host: str = "127.0.0.1"
     live_control: bool = False  # the live view may take the mouse and keyboard (recorded as interventions)
+    model: str | None = None  # claude/codex: the model, passed to the CLI and recorded (None: the CLI's default)
     standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
 
 
@@ -65,7 +66,8 @@ def episode_tasks(request: RunRequest, tasks: tuple[Task, ...]) -> tuple[Task, .
 def request_agent(request: RunRequest, tasks: tuple[Task, ...]) -> Agent:
     """The agent REQUEST names, made (and checked: its CLI, its key) for TASKS."""
     return make_agent(request.agent, tasks, command=request.agent_cmd, max_turns=request.max_turns,
-                      script=request.agent_script, append_prompt=request.append_prompt, env=dict(request.agent_env))
+                      script=request.agent_script, append_prompt=request.append_prompt, env=dict(request.agent_env),
+                      model=request.model)
 
 
 def external_server(request: RunRequest, agent: Agent) -> ExternalServer | None:

@@ -119,7 +119,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
                   "builder": image.manifest.builder},
         "suite": {"name": plan.suite.name, "path": str(plan.suite.folder), "content_sha256": plan.suite.content_hash(),
                   "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks)},
-        "agent": {"name": plan.agent.name, "version": plan.agent.version()},
+        "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),
         "resumed_at": [],

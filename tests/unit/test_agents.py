@@ -84,8 +84,9 @@ def test_scripted_agent_needs_a_ui_oracle_for_every_task():
 @pytest.mark.parametrize("name,bin_env,key_env", [("claude", "CU_RUN_CLAUDE_BIN", "ANTHROPIC_API_KEY"),
                                                    ("codex", "CU_RUN_CODEX_BIN", "OPENAI_API_KEY")])
 def test_model_cli_without_cli_or_key_is_refused_before_any_vm(tmp_path, monkeypatch, name, bin_env, key_env):
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY"):
+    for var in CREDENTIAL_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no saved login either
     monkeypatch.setenv("PATH", str(tmp_path))  # no claude or codex here
     monkeypatch.delenv(bin_env, raising=False)
     with pytest.raises(UsageError, match="not on PATH"):
@@ -128,3 +129,59 @@ def test_codex_gets_the_server_in_its_config_and_the_token_by_name(tmp_path, mon
     assert task().spec.instruction in "\n".join(args)
     env = dict(line.split("=", 1) for line in (tmp_path / "seen-env").read_text().splitlines())
     assert env["CU_RUN_MCP_TOKEN"] == "tok123"
+
+
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK",
+                   "CLAUDE_CODE_USE_VERTEX", "OPENAI_API_KEY", "CODEX_API_KEY")
+
+
+@pytest.mark.parametrize("name, setting", [
+    ("claude", {"ANTHROPIC_BASE_URL": "http://gateway.lab:8080", "ANTHROPIC_AUTH_TOKEN": "lab-token"}),
+    ("claude", {"CLAUDE_CODE_USE_BEDROCK": "1"}),
+    ("claude", {"CLAUDE_CODE_USE_VERTEX": "true"}),
+    ("claude", {"saved": ".claude/.credentials.json"}),
+    ("codex", {"CODEX_API_KEY": "k"}),
+    ("codex", {"saved": ".codex/auth.json"}),
+])
+def test_credentials_are_taken_the_ways_the_clis_take_them(tmp_path, monkeypatch, name, setting):
+    """A lab's gateway, Bedrock or Vertex, or a saved login: not only an API key."""
+    for var in CREDENTIAL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(f"CU_RUN_{name.upper()}_BIN", str(stand_in(tmp_path)))
+    with pytest.raises(UsageError) as info:
+        make_agent(name, (task(),))
+    assert "no credentials" in info.value.message and "set up one of:" in info.value.fix
+    if "saved" in setting:
+        (tmp_path / setting["saved"]).parent.mkdir(parents=True)
+        (tmp_path / setting["saved"]).write_text("{}")
+    else:
+        for key, value in setting.items():
+            monkeypatch.setenv(key, value)
+    assert make_agent(name, (task(),)).name == name
+
+
+def test_a_gateway_set_in_agent_env_counts(tmp_path, monkeypatch):
+    for var in CREDENTIAL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CU_RUN_CLAUDE_BIN", str(stand_in(tmp_path)))
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_AUTH_TOKEN": "t"}
+    assert make_agent("claude", (task(),), env=env).env == env
+
+
+@pytest.mark.parametrize("name, flag", [("claude", "--model"), ("codex", "--model")])
+def test_the_model_reaches_the_cli(tmp_path, monkeypatch, name, flag):
+    monkeypatch.setenv(f"CU_RUN_{name.upper()}_BIN", str(stand_in(tmp_path)))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = make_agent(name, (task(),), model="lab-model-7")
+    assert agent.model == "lab-model-7"
+    agent.run(None, task(), tmp_path / "agent.log", session(tmp_path))
+    args = (tmp_path / "seen-args").read_text().split("\n")
+    assert args[args.index(flag) + 1] == "lab-model-7"
+
+
+def test_a_model_for_an_agent_without_one_is_refused():
+    with pytest.raises(UsageError, match="--model chooses the model of the claude and codex agents"):
+        make_agent("oracle", (task(),), model="x")

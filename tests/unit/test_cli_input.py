@@ -70,3 +70,12 @@ def test_version():
 
     result = cu_run("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"cu-run {__version__}"
+
+
+def test_run_takes_what_a_study_arm_sets_and_refuses_what_cannot_apply():
+    bad_env = cu_run("run", "--suite", "linux-core", "--agent", "nop", "--agent-env", "NOEQUALS")
+    assert bad_env.returncode == 2 and "'--agent-env'" in bad_env.stderr and "KEY=VALUE" in bad_env.stderr
+    model = cu_run("run", "--suite", "linux-core", "--agent", "nop", "--model", "m1")
+    assert model.returncode == 1 and "--model chooses the model of the claude and codex agents" in model.stderr
+    prompt = cu_run("run", "--suite", "linux-core", "--agent", "nop", "--append-prompt", "be brief")
+    assert prompt.returncode == 1 and "appended system prompt is for the claude and codex agents" in prompt.stderr

@@ -57,7 +57,10 @@ def what_an_episode_gets(scheduler, tasks) -> dict:
 def test_every_option_that_changes_an_episode_is_one_the_test_sets():
     from dataclasses import fields
 
-    assert {f.name for f in fields(RunRequest)} - NOT_EPISODE - set(CHANGED) == {"append_prompt", "mcp_server_url"}
+    # The command agent takes no appended prompt and no model (claude and codex do); the whole request
+    # reaches a host, so they travel as the others do.
+    assert {f.name for f in fields(RunRequest)} - NOT_EPISODE - set(CHANGED) == {"append_prompt", "mcp_server_url",
+                                                                                 "model"}
 
 
 def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_probe, monkeypatch):
