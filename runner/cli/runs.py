@@ -175,12 +175,15 @@ def compare(
     def side(s: dict | None) -> str:
         return "-" if s is None or s["rate"] is None else f"{s['passes']}/{s['scored']} ({s['rate']:.2f})"
 
-    table = Table("task", "A", "B", "change", "p (Fisher)", "beyond noise")
+    for warning in result["warnings"]:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    table = Table("task", f"A: {escape(result['label_a'])}", f"B: {escape(result['label_b'])}", "change",
+                  "p (Fisher)", "beyond noise")
     for row in result["tasks"]:
         delta = "-" if row["delta"] is None else f"{row['delta']:+.2f}"
         p = "-" if row["p_value"] is None else f"{row['p_value']:.3f}"
-        table.add_row(row["task"], side(row["a"]), side(row["b"]), delta, p,
-                      "[bold]yes[/]" if row["beyond_noise"] else "no")
+        verdict = "[bold]yes[/]" if row["beyond_noise"] else ("too few trials" if "too few" in row.get("note", "") else "no")
+        table.add_row(escape(row["task"]), side(row["a"]), side(row["b"]), delta, p, verdict)
     o = result["overall"]
     table.add_row("overall", side(o["a"]), side(o["b"]), f"{o['mean_task_delta']:+.2f} (mean per task)",
                   f"95% CI [{o['ci95'][0]:+.2f}, {o['ci95'][1]:+.2f}]", "[bold]yes[/]" if o["beyond_noise"] else "no")

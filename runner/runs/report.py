@@ -78,6 +78,16 @@ def read_json(path: Path) -> dict:
         return {}
 
 
+def run_label(run: dict, fallback: str) -> str:
+    """A run's column heading: its agent and model (the CLI's default when none was chosen)."""
+    agent = run.get("agent", {})
+    if not agent.get("name"):
+        return fallback
+    model = agent.get("model")
+    return f"{agent['name']} ({model})" if model else agent["name"]
+
+
+
 # -- HTML
 
 
@@ -107,7 +117,7 @@ def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRe
     e = html.escape
     overall = summary["overall"]
     suite = run.get("suite", {}).get("name", out_dir.name)
-    agent = run.get("agent", {}).get("name", "?")
+    agent = run_label(run, "?")
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{e(suite)}: agent {e(agent)}</h1>", _incomplete(summary), "<h2>Summary</h2>", _summary_table(overall),

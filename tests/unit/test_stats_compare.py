@@ -88,3 +88,30 @@ def test_the_stable_gate_leaves_flaky_tasks_out():
     assert gate_failure(summary, 0.9, "stable") is None
     broken = summarize(records({"solid": (0, 3), "wobbly": (1, 3)}), ["solid", "wobbly"])
     assert "flaky left out: wobbly" in gate_failure(broken, 0.5, "stable")
+
+
+def test_compare_names_what_makes_two_runs_incomparable_and_compares_only_shared_tasks(tmp_path):
+    a = write_results(tmp_path / "a", records({"t1": (0, 10), "t2": (5, 10), "only-a": (1, 1)}))
+    b = write_results(tmp_path / "b", records({"t1": (10, 10), "t2": (6, 10), "only-b": (1, 1)}))
+    for folder, agent, model, suite_hash, image in ((a, "claude", "m-1", "s1", "i1" * 32),
+                                                    (b, "codex", None, "s2", "i2" * 32)):
+        (folder / "run.json").write_text(json.dumps({
+            "agent": {"name": agent, "model": model}, "image": {"name": "linux-test", "sha256": image},
+            "suite": {"name": "linux-core", "content_sha256": suite_hash}}))
+    result = compare_runs(a, b)
+    assert [row["task"] for row in result["tasks"]] == ["t1", "t2"]
+    assert result["only_in_a"] == ["only-a"] and result["only_in_b"] == ["only-b"]
+    assert result["label_a"] == "claude (m-1)" and result["label_b"] == "codex"
+    warnings = "\n".join(result["warnings"])
+    assert "suite linux-core changed between the runs" in warnings
+    assert "the images differ" in warnings and "the task sets differ: 1 only in A, 1 only in B" in warnings
+    assert result["overall"]["a"]["scored"] == 20  # only-a's episode is not in the overall rate
+
+
+def test_compare_says_when_trials_are_too_few_to_show_anything(tmp_path):
+    a = write_results(tmp_path / "a", records({"t1": (0, 2), "t2": (0, 10)}))
+    b = write_results(tmp_path / "b", records({"t1": (2, 2), "t2": (10, 10)}))
+    by_task = {row["task"]: row for row in compare_runs(a, b)["tasks"]}
+    assert "too few trials" in by_task["t1"]["note"] and not by_task["t1"]["beyond_noise"]
+    assert "note" not in by_task["t2"] and by_task["t2"]["beyond_noise"]
+    assert compare_runs(a, b)["warnings"] == []  # neither has a run.json: nothing to tell apart
