@@ -26,6 +26,7 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
     """Writes RUN_DIR as an Inspect eval log to OUT (default RUN_DIR/inspect.eval); returns its path."""
     try:
         from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalScore, EvalSpec
+        from inspect_ai.log import EvalStats
         from inspect_ai.log import write_eval_log
     except ImportError:
         raise UsageError("exporting to Inspect needs inspect_ai", fix="pip install 'cu-run[inspect]'") from None
@@ -41,6 +42,8 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
     created = run.get("started_at") or datetime.now(UTC).isoformat()
     samples = [_sample(run_dir, r, instructions.get(r.task_id, r.task_id), run) for r in records]
     log = EvalLog(
+        # Inspect shows a log's duration from these: without them it reads "NaN days".
+        stats=EvalStats(started_at=created, completed_at=run.get("ended_at") or ""),
         # A run that ended with planned episodes missing was stopped: Inspect calls that cancelled.
         status=("cancelled" if missing_episodes else "success") if run.get("ended_at") else "started",
         eval=EvalSpec(created=created, task=f"cu-run/{suite.get('name', run_dir.name)}",
@@ -75,8 +78,10 @@ def _sample(run_dir: Path, record: EpisodeRecord, instruction: str, run: dict):
     if progress is not None:
         scores["checkpoints"] = Score(value=progress)
     return EvalSample(
-        id=f"{record.task_id}#{record.trial}", epoch=record.trial, input=instruction, target="",
-        scores=scores, events=_tool_events(episode),
+        # One id per task, its trials as Inspect's epochs: Inspect's reducers and epoch views then work.
+        id=record.task_id, epoch=record.trial, input=instruction, target="",
+        scores=scores, events=_screenshot_event(episode, "initial", record.started_at) + _tool_events(episode)
+        + _screenshot_event(episode, "final", record.ended_at),
         metadata={"task_id": record.task_id, "trial": record.trial, "outcome": record.outcome,
                   "reason": record.reason, "host": run.get("host"), "image_sha256": run.get("image", {}).get("sha256"),
                   "phases": record.phases, "violations": record.violations, "write_set": record.changed,
@@ -85,6 +90,20 @@ def _sample(run_dir: Path, record: EpisodeRecord, instruction: str, run: dict):
         started_at=record.started_at or None, completed_at=record.ended_at or None,
         total_time=record.duration_s,
     )
+
+
+def _screenshot_event(episode: Path, which: str, when: str) -> list:
+    """The runner's own capture of the screen before the agent (initial) or after it (final), as an
+    event with the picture: every agent's sample has them, the oracle's and nop's included."""
+    from inspect_ai.event import ToolEvent
+    from inspect_ai.model import ContentImage
+
+    shot = episode / f"{which}.png"
+    if not shot.is_file():
+        return []
+    image = ContentImage(image="data:image/png;base64," + base64.b64encode(shot.read_bytes()).decode())
+    return [ToolEvent(id=f"{which}-screenshot", function=f"cu_run_{which}_screenshot", arguments={}, result=[image],
+                      **({"timestamp": when} if when else {}))]
 
 
 def _tool_events(episode: Path) -> list:

@@ -32,6 +32,8 @@ def planted(tmp_path):
     episode = run / "folder-tree" / "1"
     episode.mkdir(parents=True)
     Image.new("RGB", (64, 40), (0, 200, 0)).save(episode / "step-0001.png")
+    for name in ("initial", "final"):  # the runner's own captures, before and after the agent
+        Image.new("RGB", (64, 40), (0, 0, 200)).save(episode / f"{name}.png")
     (episode / "trajectory.jsonl").write_text(
         json.dumps({"step": 1, "time": "2026-12-01T10:00:05+00:00", "tool": "computer_use_screenshot",
                     "action": "screenshot", "arguments": {}, "result": "PNG", "screenshot": "step-0001.png",
@@ -55,14 +57,17 @@ def test_every_episode_is_a_sample_that_reads_back(tmp_path):
         assert sample.scores["outcome"].value == record.outcome
         assert sample.metadata["phases"] == record.phases and sample.metadata["write_set"] == record.changed
         assert "passed" in sample.scores if record.outcome != "verifier_error" else "passed" not in sample.scores
-    by_id = {s.id: s for s in log.samples}
-    passed = by_id["folder-tree#1"]
+    by_id = {(s.id, s.epoch): s for s in log.samples}  # one id per task, its trials as epochs
+    assert set(by_id) == {("folder-tree", 1), ("folder-tree", 2), ("calc-to-file", 1)}
+    assert log.stats.started_at == "2026-12-01T10:00:00+00:00" and log.stats.completed_at == "2026-12-01T10:02:00+00:00"
+    passed = by_id[("folder-tree", 1)]
     assert passed.input.startswith("In your home folder") and passed.scores["passed"].value == 1.0
     assert "PASS" in passed.metadata["verifier_output"]
-    assert [e.function for e in passed.events] == ["computer_use_screenshot", "computer_use_keyboard_type"]
-    image = passed.events[0].result[1].image  # Inspect keeps images as the sample's attachments
+    assert [e.function for e in passed.events] == ["cu_run_initial_screenshot", "computer_use_screenshot",
+                                                   "computer_use_keyboard_type", "cu_run_final_screenshot"]
+    image = passed.events[1].result[1].image  # Inspect keeps images as the sample's attachments
     assert (passed.attachments.get(image.removeprefix("attachment://"), image)).startswith("data:image/png;base64,")
-    assert by_id["folder-tree#2"].scores["checkpoints"].value == 0.5
+    assert by_id[("folder-tree", 2)].scores["checkpoints"].value == 0.5
     assert log.results.scores[0].metrics["accuracy"].value == 0.5  # 1 pass of 2 scored
 
 
