@@ -136,26 +136,36 @@ def validate(
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")]) -> None:
+def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder, or validate's")]) -> None:
     """Regenerate DIR/report.html and DIR/junit.xml from the run's results and episode folders."""
-    from runner.runs.report import write_reports
+    from runner.runs.folders import is_validation_folder, run_folders
+    from runner.runs.report import write_reports, write_validation_index
 
-    html_path, junit_path = write_reports(run_dir)
-    if not (run_dir / "results.jsonl").is_file():
-        con.print(f"nothing has finished yet in {escape(str(run_dir))}: the report is empty "
-                  "(run the same command with --resume to continue)")
-    con.print(f"{escape(str(html_path))}\n{escape(str(junit_path))}")
+    for folder in run_folders(run_dir):
+        html_path, junit_path = write_reports(folder)
+        if not (folder / "results.jsonl").is_file():
+            con.print(f"nothing has finished yet in {escape(str(folder))}: the report is empty "
+                      "(run the same command with --resume to continue)")
+        con.print(f"{escape(str(html_path))}\n{escape(str(junit_path))}")
+    if is_validation_folder(run_dir):
+        con.print(escape(str(write_validation_index(run_dir))))
 
 
 @export_app.command("inspect")
 def export_inspect_log(
-    run_dir: Annotated[Path, typer.Argument(help="a run's --out folder")],
-    out: Annotated[Path | None, typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]")] = None,
+    run_dir: Annotated[Path, typer.Argument(help="a run's --out folder, or validate's")],
+    out: Annotated[Path | None, typer.Option("--out", help="the log file [default: RUN_DIR/inspect.eval]; for a "
+                                                           "validate folder, a folder for oracle.eval and nop.eval")] = None,
 ) -> None:
     """Write the run as an Inspect eval log: `inspect view` opens it, read_eval_log reads it."""
+    from runner.runs.folders import is_validation_folder, run_folders
     from runner.runs.inspect_export import export_inspect
 
-    con.print(escape(str(export_inspect(run_dir, out))))
+    if not is_validation_folder(run_dir):
+        con.print(escape(str(export_inspect(run_dir, out))))
+        return
+    for folder in run_folders(run_dir):  # a validate folder: a log per run, OUT a folder for them
+        con.print(escape(str(export_inspect(folder, out / f"{folder.name}.eval" if out else None))))
 
 
 @app.command()

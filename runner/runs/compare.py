@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.errors import UsageError
 from runner.runs.report import read_json, run_label
 from runner.runs.results import RESULTS, ResultLog, summarize
 from runner.scoring.stats import ALPHA, bootstrap_mean_difference, fisher_exact
@@ -19,8 +18,9 @@ from runner.scoring.stats import ALPHA, bootstrap_mean_difference, fisher_exact
 def load_summary(run_dir: Path, task_ids: list[str] | None = None) -> dict:
     """The summary of RUN_DIR's episodes, of TASK_IDS only when given."""
     if not (run_dir / RESULTS).is_file():
-        raise UsageError(f"{run_dir} holds no {RESULTS}: not a cu-run run folder",
-                         fix="pass the --out folder of a run (runs/<suite>-<agent>-<time>)")
+        from runner.runs.folders import not_a_run_folder
+
+        raise not_a_run_folder(run_dir)
     records = ResultLog(run_dir).latest()
     wanted = sorted({r.task_id for r in records}) if task_ids is None else task_ids
     return summarize([r for r in records if r.task_id in wanted], wanted)

@@ -13,6 +13,7 @@ import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from runner.errors import UsageError
 from runner.runs.report import planned_trials, read_json
@@ -31,7 +32,12 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
     except ImportError:
         raise UsageError("exporting to Inspect needs inspect_ai", fix="pip install 'cu-run[inspect]'") from None
     if not (run_dir / RESULTS).is_file():
-        raise UsageError(f"{run_dir} holds no {RESULTS}: no episode has finished there yet")
+        from runner.runs.folders import is_run_folder, not_a_run_folder
+
+        if not is_run_folder(run_dir):
+            raise not_a_run_folder(run_dir)
+        raise UsageError(f"{run_dir} is a run folder where no episode has finished yet: nothing to export",
+                         fix="finish the run first (the same command with --resume)")
     run = read_json(run_dir / "run.json")
     records = ResultLog(run_dir).latest()
     instructions = _instructions(run)
@@ -102,8 +108,9 @@ def _screenshot_event(episode: Path, which: str, when: str) -> list:
     if not shot.is_file():
         return []
     image = ContentImage(image="data:image/png;base64," + base64.b64encode(shot.read_bytes()).decode())
+    when_taken: dict[str, Any] = {"timestamp": when} if when else {}  # Inspect parses the ISO time
     return [ToolEvent(id=f"{which}-screenshot", function=f"cu_run_{which}_screenshot", arguments={}, result=[image],
-                      **({"timestamp": when} if when else {}))]
+                      **when_taken)]
 
 
 def _tool_events(episode: Path) -> list:

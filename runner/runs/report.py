@@ -20,9 +20,8 @@ from pathlib import Path
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
-from runner.errors import UsageError
 from runner.runs.recording import RECORDING
-from runner.runs.results import LOCAL_HOST, RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
 
 THUMB_WIDTH = 480
@@ -35,14 +34,45 @@ ERRORS = {"verifier_error", "infra_error"}
 
 def write_reports(out_dir: Path) -> tuple[Path, Path]:
     """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
-    if not (out_dir / RESULTS).is_file() and not (out_dir / "run.json").is_file():
-        raise UsageError(f"{out_dir} holds neither {RESULTS} nor run.json: not a run folder")
+    from runner.runs.folders import is_run_folder, not_a_run_folder
+
+    if not is_run_folder(out_dir):
+        raise not_a_run_folder(out_dir)
     run = read_json(out_dir / "run.json")
     records = ResultLog(out_dir).latest()  # none yet when the run was stopped before any episode ended
     html_path, junit_path = out_dir / "report.html", out_dir / "junit.xml"
     _atomic_write(html_path, render_html(out_dir, run, _summary(run, records), records))
     _atomic_write(junit_path, render_junit(run, records))
     return html_path, junit_path
+
+
+def write_validation_index(base: Path) -> Path:
+    """BASE/report.html of a `validate` folder: the verdict first, then a link to each run's report
+    with its passes, so the oracle and the nop run never look alike."""
+    from runner.runs.folders import VALIDATE_RUNS, VALIDATION
+
+    e = html.escape
+    verdict = read_json(base / VALIDATION)
+    valid = verdict.get("valid")
+    rows = []
+    for agent in VALIDATE_RUNS:
+        run_dir = base / agent
+        if not (run_dir / "run.json").is_file():
+            continue
+        overall = _summary(read_json(run_dir / "run.json"), ResultLog(run_dir).latest())["overall"]
+        expected = "every task passes" if agent == "oracle" else "every task fails"
+        rows.append(f"<tr><td><a href='{agent}/report.html'>{agent}</a></td><td>{expected}</td>"
+                    f"<td>{overall['passes']} / {overall['scored']} passed</td></tr>")
+    problems = "".join(f"<li>{e(p)}</li>" for p in verdict.get("problems", []))
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run validate: {e(verdict.get('suite', ''))}"
+            f"</title><style>{CSS}</style></head><body><h1>validate {e(verdict.get('suite', ''))}: "
+            f"<span class='{'pass' if valid else 'fail'}'>{'valid' if valid else 'not valid'}</span></h1>"
+            + (f"<ul>{problems}</ul>" if problems else "")
+            + ("<p class='warn'>infrastructure errors left episodes unscored</p>" if verdict.get("infra_errors") else "")
+            + "<table><tr><th>run</th><th>expected</th><th>result</th></tr>" + "".join(rows) + "</table></body></html>")
+    path = base / "report.html"
+    _atomic_write(path, page)
+    return path
 
 
 def render_report(out_dir: Path) -> str:

@@ -27,7 +27,8 @@ from runner.images.windows_11 import licence_warning
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import Pool, PoolHooks, PoolOpener
 from runner.runs.provenance import runner_facts
-from runner.runs.report import write_reports
+from runner.runs.folders import VALIDATION
+from runner.runs.report import write_reports, write_validation_index
 from runner.runs.request import RunRequest
 from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, summarize
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
@@ -200,10 +201,16 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
                 problems.append(f"{r.task_id} trial {r.trial}: {agent} gave {r.outcome}"
                                 f"{' (' + r.reason + ')' if r.reason else ''}, expected {expected}")
     infra = any(r.exit_code == EXIT_INFRA for r in results.values())
+    verdict = {"suite": Path(request.suite).name, "valid": not problems and not infra, "problems": problems,
+               "infra_errors": infra, "runs": {agent: agent for agent in results},
+               "ended_at": datetime.now(UTC).isoformat()}
+    write_json(base / VALIDATION, verdict)
+    index = write_validation_index(base)
     if problems:
         console.print("[bold red]validation failed:[/]\n  " + "\n  ".join(escape(p) for p in problems))
     else:
         console.print(f"[green]valid:[/] every oracle passed and every nop failed ({base})")
+    console.print(f"report: {index}")
     code = EXIT_INFRA if infra else (EXIT_GATE if problems else 0)
     return code, problems
 

@@ -74,7 +74,10 @@ def test_every_episode_is_a_sample_that_reads_back(tmp_path):
 def test_a_folder_without_results_is_one_clear_message(tmp_path):
     from runner.errors import UsageError
 
-    with pytest.raises(UsageError, match="no episode has finished"):
+    with pytest.raises(UsageError, match="is not a run folder"):  # not a run at all: said so, with what to pass
+        export_inspect(tmp_path)
+    (tmp_path / "run.json").write_text("{}")  # a run stopped before its first episode ended
+    with pytest.raises(UsageError, match="no episode has finished yet"):
         export_inspect(tmp_path)
 
 

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "runner.gc")),
     ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),
     ("run records", ("runner.runs", "runner.runs.results", "runner.runs.recording", "runner.runs.report",
-                     "runner.runs.provenance", "runner.runs.admission", "runner.runs.inspect_export",
+                     "runner.runs.provenance", "runner.runs.admission", "runner.runs.inspect_export", "runner.runs.folders",
                      "runner.runs.compare")),
     ("live view", ("runner.live", "runner.live.*")),
     ("runs", ("runner.runs.*", "runner.session", "runner.doctor")),

@@ -4,8 +4,10 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
+import pytest
 from PIL import Image
 from runfolders import write_results
 
@@ -92,7 +94,6 @@ def test_chromium_shows_the_screenshots(tmp_path):
 
 
 def test_cu_run_report_regenerates_both_files(tmp_path):
-    import sys
 
     run = planted_run(tmp_path)
     done = subprocess.run([sys.executable, "-m", "runner", "report", str(run)], capture_output=True, text=True,
@@ -101,7 +102,13 @@ def test_cu_run_report_regenerates_both_files(tmp_path):
     assert (run / "report.html").is_file() and (run / "junit.xml").is_file()
     missing = subprocess.run([sys.executable, "-m", "runner", "report", str(tmp_path / "nothing")],
                              capture_output=True, text=True, timeout=60)
-    assert missing.returncode == 1 and "not a run folder" in missing.stderr
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    other = subprocess.run([sys.executable, "-m", "runner", "report", str(tmp_path / "other")],
+                           capture_output=True, text=True, timeout=60)
+    said = " ".join(other.stderr.split())
+    assert other.returncode == 1 and "is not a run folder" in said and "(it holds notes.txt)" in said
 
 
 def test_task_defects_and_runs_without_results_are_reported(tmp_path):
@@ -162,3 +169,32 @@ def test_a_recording_is_linked_beside_its_filmstrip(tmp_path):
     (run / "editor" / "1" / "recording.mp4").write_bytes(b"\0" * 2048)
     page = write_reports(run)[0].read_text()
     assert "<a href='editor/1/recording.mp4'>screen recording</a>" in page
+
+
+def test_a_validate_folder_is_one_thing_report_and_export_accept(tmp_path):
+    """validate's folder: a verdict file and an index report over its oracle and nop runs, which
+    `report` and `export inspect` take as they take a run folder."""
+    from runner.runs.folders import VALIDATION
+
+    base = tmp_path / "validate"
+    for agent, outcome in (("oracle", "pass"), ("nop", "fail")):
+        write_results(base / agent, [EpisodeRecord("editor", 1, outcome, "", 3.0, 0, 1, "2026-11-30T10:00:00",
+                                                   "2026-11-30T10:00:03", {})])
+        (base / agent / "run.json").write_text(json.dumps({
+            "suite": {"name": "planted", "tasks": ["editor"]}, "agent": {"name": agent}, "arguments": {"trials": 1},
+            "started_at": "2026-11-30T10:00:00+00:00", "ended_at": "2026-11-30T10:00:05+00:00"}))
+    (base / VALIDATION).write_text(json.dumps({"suite": "planted", "valid": True, "problems": [],
+                                               "runs": {"oracle": "oracle", "nop": "nop"}}))
+    done = subprocess.run([sys.executable, "-m", "runner", "report", str(base)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    index = (base / "report.html").read_text()
+    assert "validate planted: <span class='pass'>valid</span>" in index
+    assert "<a href='oracle/report.html'>oracle</a></td><td>every task passes</td><td>1 / 1 passed" in index
+    assert "<a href='nop/report.html'>nop</a></td><td>every task fails</td><td>0 / 1 passed" in index
+    assert (base / "oracle" / "report.html").is_file() and (base / "nop" / "junit.xml").is_file()
+    pytest.importorskip("inspect_ai")
+    exported = subprocess.run([sys.executable, "-m", "runner", "export", "inspect", str(base), "--out",
+                               str(tmp_path / "logs")], capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "logs" / "oracle.eval").is_file() and (tmp_path / "logs" / "nop.eval").is_file()
