@@ -59,20 +59,27 @@ def _licences(settings: Settings) -> list[Check]:
     return checks
 
 
-def _capacity(settings: Settings, accel: str) -> list[Check]:
-    """How many VMs of each image this host's memory holds at once (runs cap --vm-pool to it)."""
+def _capacity(settings: Settings, accel: str, cores: int | None = None) -> list[Check]:
+    """How many VMs of each image this host holds at once: by memory (runs cap --vm-pool to it), and
+    by cores (each VM's one vCPU wants a core while it works; more VMs than cores share them)."""
     try:
         images = Catalog(settings.images_dir).images()
         available = available_mib()
     except (CuRunError, OSError, ValueError):
         return []
+    cores = cores or os.cpu_count() or 1
     checks = []
     for image in images:
         fit = vms_that_fit(image.manifest.memory_mib, accel, available)
-        detail = (f"{fit} VMs at once ({per_vm_mib(image.manifest.memory_mib, accel)} MiB each under "
-                  f"{accel.upper()}, {available} MiB available)")
-        checks.append(Check(f"capacity {image.name}", "ok" if fit >= 1 else "fail", detail,
-                            "" if fit >= 1 else "free memory, or give the image less (memory_mib)"))
+        detail = (f"memory holds {fit} VMs ({per_vm_mib(image.manifest.memory_mib, accel)} MiB each under "
+                  f"{accel.upper()}, {available} MiB available); {cores} cores run {min(fit, cores)} at full speed")
+        if fit < 1:
+            checks.append(Check(f"capacity {image.name}", "fail", detail, "free memory, or give the image less (memory_mib)"))
+        elif fit > cores:
+            checks.append(Check(f"capacity {image.name}", "ok", detail,
+                                f"a --vm-pool over {cores} runs, but its VMs share the cores: each is slower"))
+        else:
+            checks.append(Check(f"capacity {image.name}", "ok", detail))
     return checks
 
 

@@ -30,3 +30,17 @@ def test_spare_vms_get_only_the_room_left_beside_the_pool():
     assert admit(3, 1024, "tcg", available).room_beside == 0
     assert admit(8, 1024, "tcg", available).room_beside == 0  # capped at 3: none beside
     assert admit(1, 1024, "tcg", 500).room_beside == 0  # one VM admitted regardless, none beside
+
+
+def test_doctor_counts_cores_as_well_as_memory(tmp_path, monkeypatch):
+    """A 2-core TCG host whose memory holds 15 VMs runs 2 of them at full speed, and says so."""
+    from test_catalog import make_image
+
+    from runner import doctor
+    from runner.config import Settings
+
+    make_image(tmp_path / "images")
+    monkeypatch.setattr(doctor, "available_mib", lambda: 15 * 700 + 2048)
+    [check] = doctor._capacity(Settings.resolve(tmp_path), "tcg", cores=2)
+    assert "2 cores run 2 at full speed" in check.detail and "memory holds" in check.detail
+    assert "share the cores" in check.fix
