@@ -28,7 +28,9 @@ class GcReport:
     failed: list[str] = field(default_factory=list)
 
 
-def collect_garbage(host: Host, settings: Settings, *, everything: bool = False) -> GcReport:
+def collect_garbage(host: Host, settings: Settings, *, everything: bool = False, dry_run: bool = False) -> GcReport:
+    """Removes what dead runners left (with EVERYTHING, live runs' too); DRY_RUN: only lists it, in
+    report.removed, touching nothing."""
     report = GcReport()
     for dom in host.cu_domains():
         if dom.tag is None:
@@ -37,6 +39,10 @@ def collect_garbage(host: Host, settings: Settings, *, everything: bool = False)
         owner = Owner(dom.tag.owner_pid, dom.tag.owner_start)
         if owner.alive() and not everything:
             report.kept.append(f"domain {dom.name} (its runner, pid {owner.pid}, is alive)")
+            continue
+        if dry_run:
+            report.removed.append(f"domain {dom.name}")
+            _remove_folder(dom.tag.workdir, settings.episodes_dir, report, dry_run)
             continue
         try:
             host.destroy(dom.name)
@@ -55,12 +61,12 @@ def collect_garbage(host: Host, settings: Settings, *, everything: bool = False)
             if host.is_running(folder.name) and not everything:
                 report.kept.append(f"episode folder {folder} (its domain is still running)")
                 continue
-            _remove_folder(folder, settings.episodes_dir, report)
-    _collect_warm(settings, everything, report)
+            _remove_folder(folder, settings.episodes_dir, report, dry_run)
+    _collect_warm(settings, everything, report, dry_run)
     return report
 
 
-def _collect_warm(settings: Settings, everything: bool, report: GcReport) -> None:
+def _collect_warm(settings: Settings, everything: bool, report: GcReport, dry_run: bool = False) -> None:
     """Half-made warm states of dead warmers go; complete ones stay (they are the cache)."""
     for image in Catalog(settings.images_dir).images():
         root = warm_root(image)
@@ -68,6 +74,9 @@ def _collect_warm(settings: Settings, everything: bool, report: GcReport) -> Non
             owner = folder_owner(partial)
             if owner is not None and owner.alive() and not everything:
                 report.kept.append(f"warm state being made {partial} (pid {owner.pid} is alive)")
+                continue
+            if dry_run:
+                report.removed.append(f"unfinished warm state {partial}")
                 continue
             try:
                 shutil.rmtree(partial)
@@ -87,9 +96,12 @@ def folder_owner(folder: Path) -> Owner | None:
         return None  # no readable owner: a start that died before writing it
 
 
-def _remove_folder(folder: Path, episodes_dir: Path, report: GcReport) -> None:
+def _remove_folder(folder: Path, episodes_dir: Path, report: GcReport, dry_run: bool = False) -> None:
     # Only ever delete inside our own episodes folder, whatever the metadata says.
     if not folder.exists() or folder.resolve().parent != episodes_dir.resolve():
+        return
+    if dry_run:
+        report.removed.append(f"episode folder {folder} (overlay overlay.qcow2)")
         return
     try:
         shutil.rmtree(folder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
@@ -44,6 +45,7 @@ def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
 @app.command()
 def gc(
     everything: Annotated[bool, typer.Option("--all", help="also remove VMs of runs still alive")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="list what would be removed, and remove nothing")] = False,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
 ) -> None:
@@ -54,16 +56,18 @@ def gc(
     settings = Settings.resolve(cache_dir, libvirt_uri)
     host = LibvirtHost(settings.libvirt_uri)
     try:
-        report = collect_garbage(host, settings, everything=everything)
+        report = collect_garbage(host, settings, everything=everything, dry_run=dry_run)
     finally:
         host.close()
     for line in report.removed:
-        con.print(f"removed {line}")
+        con.print(f"{'would remove' if dry_run else 'removed'} {escape(line)}")
     for line in report.kept:
         con.print(f"[dim]kept {line}[/]")
     for line in report.failed:
         err.print(f"[red]could not remove {line}[/]")
     if not report.removed:
         con.print("nothing to remove")
+    elif dry_run:
+        con.print("nothing was removed (--dry-run)")
     if report.failed:
         raise typer.Exit(3)

@@ -52,6 +52,17 @@ def test_removes_dead_owners_leftovers_and_keeps_live_ones(host, tmp_path):
     assert report.failed == []
 
 
+def test_a_dry_run_lists_what_would_go_and_removes_nothing(host, tmp_path):
+    settings = Settings.resolve(cache_dir=tmp_path)
+    dead_name, dead_dir = start(host, settings, "deadrun", DEAD)
+    orphan = settings.episodes_dir / "cu-crashed-0"
+    orphan.mkdir()
+    listed = collect_garbage(host, settings, dry_run=True)
+    assert f"domain {dead_name}" in listed.removed and any(str(orphan) in r for r in listed.removed)
+    assert host.is_running(dead_name) and dead_dir.exists() and orphan.exists()
+    assert sorted(collect_garbage(host, settings).removed) == sorted(listed.removed)  # what it said it would
+
+
 def test_all_removes_live_runs_too(host, tmp_path):
     settings = Settings.resolve(cache_dir=tmp_path)
     live_name, live_dir = start(host, settings, "liverun2", me())
