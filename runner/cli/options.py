@@ -14,7 +14,8 @@ from runner.console import make_console
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Run computer-use agents on local VMs, many at once, and score them.")
 image_app = typer.Typer(no_args_is_help=True, help="Build and list golden images.")
-tasks_app = typer.Typer(no_args_is_help=True, help="List, show and lint task suites.")
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show, write and lint task suites.")
+suites_app = typer.Typer(no_args_is_help=True, help="The built-in task suites.")
 vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
 export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
 study_app = typer.Typer(no_args_is_help=True, help="Studies: arms of agents and MCP servers on one task list.")
@@ -23,6 +24,7 @@ cluster_app = typer.Typer(no_args_is_help=True, help="Ray clusters of cu-run hos
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(suites_app, name="suites")
 app.add_typer(export_app, name="export")
 app.add_typer(study_app, name="study")
 app.add_typer(host_app, name="host")

@@ -24,6 +24,7 @@ from runner.cli.options import (
     StartChoice,
     StartOpt,
     SuiteOpt,
+    suites_app,
     tasks_app,
 )
 
@@ -38,6 +39,40 @@ def tasks_list(suite: SuiteOpt = "linux-core") -> None:
     for t in loaded.tasks:
         table.add_row(t.id, t.spec.profile, f"{t.spec.timeout_s} s", t.spec.difficulty or "-", ", ".join(t.spec.tags))
     con.print(table)
+
+
+@tasks_app.command("new")
+def tasks_new(
+    name: Annotated[str, typer.Argument(help="the task's id, and its folder's name")],
+    suite: Annotated[Path, typer.Option("--suite", help="the suite folder to write it in (made if missing)")],
+) -> None:
+    """Write a new task that lints clean: task.yaml, setup.sh, verify.sh and oracle.sh to fill in."""
+    from runner.tasks.scaffold import new_task
+
+    folder = new_task(suite, name)
+    con.print(f"wrote {escape(str(folder))}: edit its instruction and scripts, then\n"
+              f"  cu-run tasks lint --suite {escape(str(suite))}\n"
+              f"  cu-run validate --suite {escape(str(suite))} --tasks {escape(name)}")
+
+
+@suites_app.command("list")
+def suites_list() -> None:
+    """The built-in suites: their tasks, profile and image."""
+    from runner.tasks.model import SUITES_DIR, load_suite
+
+    table = Table("suite", "tasks", "profile", "image", "folder")
+    for folder in sorted(p for p in SUITES_DIR.iterdir() if p.is_dir()):
+        try:
+            suite = load_suite(str(folder))
+        except UsageError as exc:
+            table.add_row(escape(folder.name), "-", "-", "-", f"broken: {escape(exc.message.splitlines()[0])}")
+            continue
+        profiles = sorted({t.spec.profile for t in suite.tasks})
+        images = sorted({t.spec.image or "(the profile's)" for t in suite.tasks})
+        table.add_row(escape(suite.name), str(len(suite.tasks)), ", ".join(profiles), escape(", ".join(images)),
+                      escape(str(folder)))
+    con.print(table)
+    con.print("a suite of your own is a folder of task folders: --suite PATH (docs/tasks.md)")
 
 
 @tasks_app.command("show")
