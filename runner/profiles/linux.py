@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 _STDOUT_VERDICT = re.compile(r"\b(echo|printf)\b[^;|&]*?['\"]?\b(PASS|FAIL)\b")
 _FROM_COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[\"']?(?:\$\(|`)")
 _READ = re.compile(r"\bread\b(?:\s+-[a-z]+)*((?:\s+[A-Za-z_][A-Za-z0-9_]*)+)")
-_HOME = re.compile(r"\$HOME\b|\$\{HOME[}:]|(?<![\w/$])~/")
+_HOME_VAR = re.compile(r"\$HOME\b|\$\{HOME[}:]")
+_TILDE = re.compile(r"(?<![\w/$])~/")
 AS_USER_TIMEOUT = 30  # seconds an as_user call may take during verification
 # The admin channel's whole environment (env -i): no PATH entry a user can write to.
 ADMIN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
@@ -319,7 +320,9 @@ class LinuxProfile(GuestProfile):
         Comments do not count."""
         found = []
         for number, line in enumerate(text.splitlines(), 1):
-            if _HOME.search(_code_of(line)):
+            # The shell expands $HOME outside single quotes, and ~ only where no quote is around it.
+            expanded, bare = _shell_expanding(_code_of(line))
+            if _HOME_VAR.search(expanded) or _TILDE.search(bare):
                 found.append(f"line {number}: runs as the admin, whose home $HOME (and ~) is not the desktop "
                              "user's: use $USER_HOME")
         return found
@@ -380,6 +383,27 @@ def _ssh(manifest) -> SshAccess:
     if manifest.ssh is None:
         raise InfraError(f"image {manifest.name} has no SSH access in its manifest")
     return manifest.ssh
+
+
+def _shell_expanding(code: str) -> tuple[str, str]:
+    """CODE with single-quoted text blanked (where $ does not expand), and with all quoted text
+    blanked (where ~ does not): a line at a time, roughly as sh reads it."""
+    expanded, bare, quote, escaped = [], [], "", False
+    for char in code:
+        if escaped:
+            escaped = False
+            expanded.append(" ")
+            bare.append(" ")
+            continue
+        if char == "\\" and quote != "'":
+            escaped = True
+        elif quote == "" and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = ""
+        expanded.append(" " if quote == "'" else char)
+        bare.append(char if quote == "" else " ")
+    return "".join(expanded), "".join(bare)
 
 
 def _code_of(line: str) -> str:

@@ -18,7 +18,7 @@ id: {name}
 # The only thing the agent sees.
 instruction: >-
   Write the word done into ~/goal.txt.
-profile: {profile}
+profile: linux
 timeout_s: 300
 tags: []
 difficulty: easy
@@ -46,19 +46,17 @@ printf 'done' > "$HOME/goal.txt"
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
-def new_task(suite: Path, name: str, profile: str = "linux") -> Path:
-    """Writes SUITE/NAME/ with task.yaml, setup.sh, verify.sh and oracle.sh; returns the folder."""
+def new_task(suite: Path, name: str) -> Path:
+    """Writes SUITE/NAME/ with task.yaml, setup.sh, verify.sh and oracle.sh (a task for the Linux
+    guests; a Windows task starts best from a copy of one of tasks/windows-core); returns the folder."""
     if not NAME.match(name):
         raise UsageError(f"{name!r} is not a task id: lower-case letters, digits and dashes, starting with a letter "
                          "or digit", fix="for example: cu-run tasks new save-report --suite my-suite")
-    if profile != "linux":
-        raise UsageError(f"tasks new writes linux tasks (sh scripts), not {profile!r} ones",
-                         fix="copy a task of tasks/windows-core for a PowerShell one")
     folder = suite / name
     if folder.exists():
         raise UsageError(f"{folder} exists already", fix="choose another name, or edit that task")
     folder.mkdir(parents=True)
-    for file, text in (("task.yaml", TASK_YAML.format(name=name, profile=profile)), ("setup.sh", SETUP),
+    for file, text in (("task.yaml", TASK_YAML.format(name=name)), ("setup.sh", SETUP),
                        ("verify.sh", VERIFY), ("oracle.sh", ORACLE)):
         (folder / file).write_text(text)
     return folder

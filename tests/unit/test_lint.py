@@ -77,3 +77,18 @@ def test_lint_and_run_refuse_the_same_things(tmp_path):
     assert any(p.path.name == "verify.sh" and "Syntax error" in p.message for p in problems)  # sh -n
     with pytest.raises(UsageError, match="verify.sh"):
         check_scripts((load_task(suite / "folder-tree"),))
+
+
+@pytest.mark.parametrize("line, wrong", [
+    ('verdict fail "no file in ~/Documents"', False),  # a message: quoted, so no home is read
+    ("echo 'cost: $HOME'", False),  # single quotes: no expansion
+    ('[ -f ~/x ] || verdict fail missing', True),
+    ('[ -f "$HOME/x" ] || verdict fail missing', True),  # double quotes still expand $HOME
+    ('cp ~/a "$USER_HOME/a"', True),
+    ('f=~/notes', True),  # an assignment's value expands ~ too
+    ('printf "%s\\n" \\~/x', False),  # escaped
+])
+def test_the_admins_home_is_flagged_only_where_the_shell_expands_it(line, wrong):
+    from runner.profiles.linux import LinuxProfile
+
+    assert bool(LinuxProfile().privileged_script_mistakes(line)) == wrong, line
