@@ -16,6 +16,8 @@ file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TAS
 
 from __future__ import annotations
 
+import difflib
+
 import hashlib
 import re
 import stat
@@ -229,12 +231,21 @@ def resolve_suite_path(name_or_path: str) -> Path:
 
 
 def load_suite(name_or_path: str) -> Suite:
-    """Loads and checks every task; the first problem found is raised, naming file and field."""
+    """Loads and checks every task; every task's problem is raised at once, each naming its file and field."""
     folder = resolve_suite_path(name_or_path)
     task_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not task_dirs:
         raise UsageError(f"suite folder {folder} holds no task folders")
-    return Suite(folder.name, folder, tuple(load_task(d) for d in task_dirs), load_suite_rules(folder))
+    tasks, problems = [], []
+    for task_dir in task_dirs:
+        try:
+            tasks.append(load_task(task_dir))
+        except UsageError as exc:
+            problems.append(exc.message)
+    if problems:
+        raise UsageError(f"suite {folder.name} has {len(problems)} broken task{'s' if len(problems) > 1 else ''}:\n  "
+                         + "\n  ".join(problems), fix=f"fix them: cu-run tasks lint --suite {name_or_path} checks the rest too")
+    return Suite(folder.name, folder, tuple(tasks), load_suite_rules(folder))
 
 
 def load_suite_rules(folder: Path) -> tuple[SafetyRule, ...]:
@@ -337,10 +348,43 @@ def _short(value: object, limit: int = 200) -> str:
 
 
 def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors in a task author's words: the field, what it should be, what it got, and
+    for an unknown field the known one it is probably a misspelling of."""
     problems = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error["loc"]) or "(file)"
         got = error.get("input")
+        if error["type"] == "extra_forbidden":
+            known = _known_fields(exc.title, error["loc"])
+            guess = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+            problems.append(f"field '{where}' is not a field here" + (f": did you mean '{guess[0]}'?" if guess else
+                                                                         f" (known: {', '.join(known)})"))
+            continue
         shown = f" (got {_short(got)})" if error["type"] != "missing" and not isinstance(got, dict) else ""
-        problems.append(f"field '{where}': {error['msg']}{shown}")
+        problems.append(f"field '{where}': {_plain(error['msg'])}{shown}")
     return "; ".join(problems)
+
+
+_PLAIN = (("Value error, ", ""), ("Input should be a valid tuple", "should be a list"),
+          ("Input should be a valid list", "should be a list"), ("Input should be a valid integer", "should be a whole number"),
+          ("Input should be a valid string", "should be text"), ("Input should be", "should be"),
+          ("Field required", "is required"), ("String should match pattern", "should match"))
+
+
+def _plain(message: str) -> str:
+    for pydantic_words, ours in _PLAIN:
+        message = message.replace(pydantic_words, ours)
+    return message
+
+
+def _known_fields(model_title: str, loc: tuple) -> list[str]:
+    """The fields of the model a misspelt field sits in (top level of task.yaml, or a nested block)."""
+    model: type[BaseModel] = {"TaskSpec": TaskSpec}.get(model_title, TaskSpec)
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None) if field else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        else:
+            break
+    return sorted(model.model_fields)

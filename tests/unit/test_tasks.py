@@ -43,11 +43,11 @@ def test_suite_by_path_and_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("yaml,expected", [
-    ("instruction: x\nprofile: linux\n", "field 'id': Field required"),
+    ("instruction: x\nprofile: linux\n", "field 'id': is required"),
     ("id: t\ninstruction: x\nprofile: macos\n", "field 'profile'"),
     ("id: t\ninstruction: x\nprofile: linux\ntimeout_s: soon\n", "field 'timeout_s'"),
     ("id: t\ninstruction: '   '\nprofile: linux\n", "field 'instruction'"),
-    ("id: t\ninstruction: x\nprofile: linux\ntimout_s: 5\n", "field 'timout_s': Extra inputs"),
+    ("id: t\ninstruction: x\nprofile: linux\ntimout_s: 5\n", "field 'timout_s' is not a field here: did you mean 'timeout_s'?"),
     ("id: other\ninstruction: x\nprofile: linux\n", "field 'id' is 'other' but the folder is 't'"),
     ("- a list\n", "expected a mapping"),
     ("id: [unclosed\n", "not valid YAML"),
@@ -151,3 +151,18 @@ def test_a_big_value_is_shown_short(tmp_path):
 def test_tasks_named_twice_are_refused():
     with pytest.raises(UsageError, match="names 'folder-tree' more than once"):
         load_suite("linux-core").select(["folder-tree", "calc-to-file", "folder-tree"])
+
+
+def test_every_broken_task_of_a_suite_is_named_at_once_in_plain_words(tmp_path):
+    make_task(tmp_path, "a", yaml="id: a\ninstruction: x\nprofile: linux\ntimeout: 5\n")
+    make_task(tmp_path, "b", yaml="id: b\ninstruction: x\nprofile: linux\ntags: 5\nwrite_set:\n  allw: [x]\n")
+    make_task(tmp_path, "c")
+    with pytest.raises(UsageError) as info:
+        load_suite(str(tmp_path))
+    message = info.value.message
+    assert message.startswith("suite ") and "has 2 broken tasks" in message
+    assert "a/task.yaml: field 'timeout' is not a field here: did you mean 'timeout_s'?" in message
+    assert "b/task.yaml: field 'tags': should be a list (got 5)" in message
+    assert "field 'write_set.allw' is not a field here: did you mean 'allow'?" in message
+    assert "Input should be" not in message and "Value error" not in message
+    assert "tasks lint" in info.value.fix
