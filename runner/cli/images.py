@@ -26,9 +26,18 @@ from runner.cli.options import (
 from runner.images.catalog import Catalog
 
 
+def _buildable(name: str) -> str:
+    from runner.images.catalog import BUILDABLE
+
+    if name not in BUILDABLE:
+        raise typer.BadParameter(f"{name!r} is not an image cu-run builds: {', '.join(BUILDABLE)}")
+    return name
+
+
 @image_app.command("build")
 def image_build(
-    name: Annotated[str, typer.Argument(help="built-in image to build: linux-test or windows-11")],
+    name: Annotated[str, typer.Argument(help="the image to build: linux-test, linux-desktop or windows-11", metavar="NAME",
+                                        callback=_buildable)],
     force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
     iso: Annotated[Path | None, typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
     virtio_iso: Annotated[Path | None, typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,

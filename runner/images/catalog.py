@@ -194,6 +194,10 @@ class Image:
             )
 
 
+# The images `cu-run image build` makes (runner.images.linux_images and windows_11).
+BUILDABLE = ("linux-test", "linux-desktop", "windows-11")
+
+
 class Catalog:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -235,7 +239,8 @@ class Catalog:
             known = ", ".join(i.name for i in self.images()) or "none"
             raise UsageError(
                 f"no image named {name!r} in the catalog at {self.root} (built: {known})",
-                fix=f"build it: cu-run image build {name}",
+                fix=f"build it: cu-run image build {name}" if name in BUILDABLE else
+                f"use a built image, or build one of: {', '.join(BUILDABLE)} (cu-run image build NAME)",
             )
         return image
 

@@ -79,3 +79,21 @@ def test_run_takes_what_a_study_arm_sets_and_refuses_what_cannot_apply():
     assert model.returncode == 1 and "--model chooses the model of the claude and codex agents" in model.stderr
     prompt = cu_run("run", "--suite", "linux-core", "--agent", "nop", "--append-prompt", "be brief")
     assert prompt.returncode == 1 and "appended system prompt is for the claude and codex agents" in prompt.stderr
+
+
+def test_an_image_cu_run_cannot_build_is_refused_listing_those_it_can():
+    result = cu_run("image", "build", "windows-12")
+    assert result.returncode == 2 and "linux-test, linux-desktop, windows-11" in result.stderr
+    assert "Value error" not in result.stderr
+
+
+def test_a_missing_image_gets_a_fix_that_can_work(tmp_path):
+    from runner.images.catalog import Catalog
+    from runner.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        Catalog(tmp_path).get("nope")
+    assert "cu-run image build nope" not in info.value.fix and "linux-desktop" in info.value.fix
+    with pytest.raises(UsageError) as info:
+        Catalog(tmp_path).get("linux-desktop")
+    assert info.value.fix == "build it: cu-run image build linux-desktop"
