@@ -6,6 +6,19 @@ Every error carries a message for a person and, where there is one, the fix.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What `cu-run` exits with: the README's table, which a unit test holds to this one."""
+
+    OK = 0  # the command did its work (a run completed, whatever the agent scored)
+    BAD_INPUT = 1  # a task, a suite, a file or a name that is wrong or missing
+    BAD_OPTION = 2  # a misspelt option or a bad value for one (the command line's parser)
+    INFRA = 3  # infrastructure errors left episodes unscored, or a planned episode has no result
+    GATE = 4  # --fail-under missed, or validate found an oracle that failed or a nop that passed
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; `--resume` continues a run
+
 
 class CuRunError(Exception):
     """Base of every error cu-run reports to a user as a message, not a traceback."""

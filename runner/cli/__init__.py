@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from runner.cli import cluster, host, images, runs, study, tasks, vm  # noqa: F401 - each registers its commands
 from runner.cli.options import app, err
-from runner.errors import CuRunError, InfraError, UsageError
+from runner.errors import CuRunError, ExitCode, InfraError, UsageError
 from runner.interrupts import Insisted
 
 
@@ -24,16 +24,16 @@ def main() -> None:
         app()
     except UsageError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        sys.exit(1)
+        sys.exit(ExitCode.BAD_INPUT)
     except InfraError as exc:
         err.print(f"[bold red]infrastructure error:[/] {escape(str(exc))}")
-        sys.exit(3)
+        sys.exit(ExitCode.INFRA)
     except CuRunError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        sys.exit(1)
+        sys.exit(ExitCode.BAD_INPUT)
     except Insisted as exc:
         err.print(f"[bold red]interrupted:[/] {escape(str(exc))}")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         err.print("interrupted; everything started was removed")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)

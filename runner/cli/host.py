@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
+from runner.errors import ExitCode
 from runner.cli.options import (
     app,
     CacheDir,
@@ -39,7 +40,7 @@ def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
         table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
     con.print(table)
     if any(c.status == "fail" for c in checks):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.BAD_INPUT)
 
 
 @app.command()
@@ -70,4 +71,4 @@ def gc(
     elif dry_run:
         con.print("nothing was removed (--dry-run)")
     if report.failed:
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.INFRA)

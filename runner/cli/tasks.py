@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
-from runner.errors import UsageError
+from runner.errors import ExitCode, UsageError
 from runner.cli.options import (
     _comma_list,
     AccelChoice,
@@ -150,5 +150,5 @@ def tasks_lint(suite: SuiteOpt = "linux-core") -> None:
     warned = len(problems) - len(failed)
     if failed:
         con.print(f"{len(failed)} errors and {warned} warnings in {checked} tasks")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.BAD_INPUT)
     con.print(f"{checked} tasks, no errors" + (f", {warned} warnings" if warned else ""))

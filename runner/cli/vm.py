@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from runner.config import Settings
-from runner.errors import UsageError
+from runner.errors import ExitCode, UsageError
 from runner.cli.images import image_build
 from runner.cli.options import (
     AccelChoice,
@@ -229,4 +229,4 @@ def check(
     con.print(table)
     con.print(f"screenshots in {out_dir}/; the VM and its overlay are gone")
     if not all(r.ok for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.BAD_INPUT)

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings, private_dir
-from runner.errors import UsageError
+from runner.errors import ExitCode, UsageError
 from runner.images.windows_11 import licence_warning
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import Pool, PoolHooks, PoolOpener
@@ -34,8 +34,8 @@ from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, s
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
 from runner.tasks.model import Task
 
-EXIT_INFRA = 3
-EXIT_GATE = 4
+EXIT_INFRA = ExitCode.INFRA
+EXIT_GATE = ExitCode.GATE
 
 
 @dataclass(frozen=True)

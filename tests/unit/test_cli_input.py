@@ -97,3 +97,15 @@ def test_a_missing_image_gets_a_fix_that_can_work(tmp_path):
     with pytest.raises(UsageError) as info:
         Catalog(tmp_path).get("linux-desktop")
     assert info.value.fix == "build it: cu-run image build linux-desktop"
+
+
+def test_the_readmes_exit_code_table_is_the_codes_the_cli_uses():
+    import re
+
+    from runner.config import PROJECT_ROOT
+    from runner.errors import ExitCode
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    table = dict(re.findall(r"^\| (\d+) \| (.+) \|$", readme, flags=re.M))
+    assert sorted(map(int, table)) == sorted(code.value for code in ExitCode)
+    assert "misspelt option" in table["2"] and "infrastructure" in table["3"] and "interrupted" in table["130"]
