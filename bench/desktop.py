@@ -54,7 +54,9 @@ export DISPLAY=:0
 t0=$(date +%s%N)
 setsid sh -c "$1" >/dev/null 2>&1 < /dev/null &
 deadline=$(($(date +%s) + 300))
-until xdotool search --onlyvisible --name "$2" >/dev/null 2>&1; do
+# wmctrl reads the EWMH title (_NET_WM_NAME), which names the open file; xdotool's --name reads
+# WM_NAME, which GIMP keeps as "GNU Image Manipulation Program" whatever it has open.
+until wmctrl -l 2>/dev/null | sed -E 's/^[^ ]+ +[^ ]+ +[^ ]+ //' | grep -qE -- "$2"; do
     [ "$(date +%s)" -lt "$deadline" ] || { echo timeout; exit 0; }
     sleep 0.2
 done

@@ -120,6 +120,7 @@ def test_no_tampering_agent_scores_a_pass_or_shrinks_the_denominator(linux_image
     assert leftovers(host, settings) == []
 
 
+@pytest.mark.full
 def test_the_tamper_sample_scores_no_pass_on_linux_desktop(desktop_image, host, settings, tmp_path):
     """The trust model on the benchmarks' desktop: the same attacks, as its user, score the same."""
     out = tmp_path / "tamper-desktop"
