@@ -12,7 +12,7 @@ import threading
 import pytest
 from browser import Chromium
 from test_cli_vm import read_endpoints, vm_up
-from test_live_view import fetch, share_of
+from test_live_view import canvas_share_js, fetch, share_of
 from vmtools import cu_run, leftovers, wait_for
 
 from runner.screen import color_fraction, png_size
@@ -79,14 +79,7 @@ def test_vm_up_live_shows_the_desktop_in_the_browser(desktop_image, host, settin
         with Chromium(tmp_path / "chromium") as browser:
             page = browser.open(url)
             page.wait_for("document.querySelectorAll('.tile canvas[data-frames]').length == 1", timeout=120)
-            share = page.eval(f"""(() => {{
-                const c = document.querySelector('.tile canvas');
-                const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                let hits = 0;
-                for (let i = 0; i < d.length; i += 4)
-                    if (Math.abs(d[i] - {colour[0]}) <= 12 && Math.abs(d[i + 1] - {colour[1]}) <= 12
-                        && Math.abs(d[i + 2] - {colour[2]}) <= 12) hits++;
-                return hits / (d.length / 4); }})()""")
+            share = page.eval(canvas_share_js(".tile canvas", colour))
             assert share > 0.5, f"the tile: {share:.2f} of it shows the desktop colour"
         screen = wait_for(lambda: (r := fetch(f"{base}/api/screen/0.png?token={token}"))[0] == 200 and r[1], 60,
                           "the live view's screen")

@@ -11,7 +11,16 @@ from runner.errors import InfraError
 
 
 def test_vm_killed_mid_episode_raises_infra_error_and_tears_down(host, linux_image, settings, accel, tmp_path):
-    vm = EpisodeVM(host, linux_image, settings, run_id="fault", slot=0,
+    killed_mid_episode(host, linux_image, settings, accel, tmp_path)
+
+
+@pytest.mark.full
+def test_a_linux_desktop_vm_killed_mid_episode_is_an_infra_error_too(host, desktop_image, settings, accel, tmp_path):
+    killed_mid_episode(host, desktop_image, settings, accel, tmp_path)
+
+
+def killed_mid_episode(host, image, settings, accel, tmp_path):
+    vm = EpisodeVM(host, image, settings, run_id="fault", slot=0,
                    options=EpisodeOptions(accel=accel, wait_desktop=False), artifacts=tmp_path / "artifacts")
     with pytest.raises(InfraError):
         with vm:

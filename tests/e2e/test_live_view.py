@@ -32,6 +32,18 @@ def share_of(png: bytes, colour: tuple[int, int, int]) -> float:
     return sum(1 for p in pixels if all(abs(a - b) <= 12 for a, b in zip(p, colour, strict=False))) / len(pixels)
 
 
+def canvas_share_js(selector: str, colour: tuple[int, int, int]) -> str:
+    """JavaScript for the share of the canvas at SELECTOR that shows COLOUR (within 12 a channel)."""
+    return f"""(() => {{
+        const c = document.querySelector('{selector}');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let hits = 0;
+        for (let i = 0; i < d.length; i += 4)
+            if (Math.abs(d[i] - {colour[0]}) <= 12 && Math.abs(d[i + 1] - {colour[1]}) <= 12
+                && Math.abs(d[i + 2] - {colour[2]}) <= 12) hits++;
+        return hits / (d.length / 4); }})()"""
+
+
 def fetch(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=20) as r:
@@ -82,14 +94,7 @@ def test_a_live_run_shows_its_slots_lets_a_person_take_over_and_records_everythi
             page = browser.open(url)
             page.wait_for("document.querySelectorAll('.tile canvas[data-frames]').length == 2")
             for n in (0, 1):  # each tile's canvas shows that guest's desktop
-                share = page.eval(f"""(() => {{
-                    const c = document.querySelector('.tile[data-slot="{n}"] canvas');
-                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                    let hits = 0;
-                    for (let i = 0; i < d.length; i += 4)
-                        if (Math.abs(d[i] - {DESKTOP[0]}) <= 12 && Math.abs(d[i + 1] - {DESKTOP[1]}) <= 12
-                            && Math.abs(d[i + 2] - {DESKTOP[2]}) <= 12) hits++;
-                    return hits / (d.length / 4); }})()""")
+                share = page.eval(canvas_share_js(f'.tile[data-slot="{n}"] canvas', DESKTOP))
                 assert share > 0.15, f"tile {n}: {share:.2f} of it shows the desktop colour"
 
             # The full-size view of one slot, with control: click into its terminal and type.
