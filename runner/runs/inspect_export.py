@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import UsageError
-from runner.runs.report import planned_trials, read_json
+from runner.runs.report import planned_trials, read_json, task_instructions
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
-from runner.tasks.model import load_suite
 
 MAX_LOG_CHARS = 20_000  # of a verifier's output kept in a sample's metadata
 
@@ -40,7 +39,7 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
                          fix="finish the run first (the same command with --resume)")
     run = read_json(run_dir / "run.json")
     records = ResultLog(run_dir).latest()
-    instructions = _instructions(run)
+    instructions = task_instructions(run)
     suite = run.get("suite", {})
     summary = summarize(records, suite.get("tasks") or sorted({r.task_id for r in records}), trials=planned_trials(run))
     overall = summary["overall"]
@@ -136,17 +135,6 @@ def _tool_events(episode: Path) -> list:
                                 arguments=step.get("arguments") or {}, result=result, timestamp=step.get("time"),
                                 working_time=step.get("duration_s")))
     return events
-
-
-def _instructions(run: dict) -> dict[str, str]:
-    """Each task's instruction, from the suite the run used (its ids when the suite is gone)."""
-    path = run.get("suite", {}).get("path")
-    if not path:
-        return {}
-    try:
-        return {t.id: t.spec.instruction for t in load_suite(path).tasks}
-    except UsageError:
-        return {}
 
 
 def _text(path: Path) -> str | None:

@@ -11,6 +11,7 @@ the verifier's and checkpoints' output, safety violations and unexpected writes.
 from __future__ import annotations
 
 import base64
+import collections
 import html
 import io
 import json
@@ -20,6 +21,7 @@ from pathlib import Path
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
+from runner.errors import UsageError
 from runner.runs.recording import RECORDING
 from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
@@ -28,6 +30,9 @@ THUMB_WIDTH = 480
 FILM_WIDTH = 240
 MAX_FILM_FRAMES = 80  # per episode: bounds the report's size on long trajectories
 MAX_LOG_CHARS = 8000
+# Episodes shown whole (screens, filmstrip, logs), failures first; the rest as one line each, so a
+# run of hundreds of episodes stays a page a browser opens at once.
+MAX_DETAILED_EPISODES = 60
 FAILURES = {"fail", "timeout", "agent_error"}
 ERRORS = {"verifier_error", "infra_error"}
 
@@ -140,25 +145,88 @@ th{background:#f6f8fa}.pass{color:#1a7f37;font-weight:600}.fail,.timeout,.agent_
 .frame img{width:240px;display:block}pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:300px;font-size:12px}
 details{margin:6px 0;border:1px solid #d0d7de;padding:4px 8px}summary{cursor:pointer}
 table.facts{margin:0}table.facts th{background:none;font-weight:normal;color:#57606a}
+.verdict{font-size:16px;padding:8px 12px;border-radius:6px}.verdict.pass{background:#dafbe1}
+.verdict.fail{background:#ffebe9}.verdict.mixed{background:#fff8c5}.verdict.none{background:#eaeef2}
+details.task>summary{font-size:15px}details.task{background:#f6f8fa}details.task details{background:#fff}
+table.tasks td:last-child{max-width:420px;color:#57606a}
 """
 
 
 def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRecord]) -> str:
+    """The report, for a reader at a glance first: the verdict, then a coloured task table with each
+    task's failures and instruction, then the episodes under their tasks (failures first, collapsed),
+    and the provenance last."""
     e = html.escape
     overall = summary["overall"]
     suite = run.get("suite", {}).get("name", out_dir.name)
     agent = run_label(run, "?")
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
              f"<style>{CSS}</style></head><body>",
-             f"<h1>{e(suite)}: agent {e(agent)}</h1>", _incomplete(summary), "<h2>Summary</h2>", _summary_table(overall),
-             "<h2>Provenance</h2>", _provenance(run), "<h2>Tasks</h2>", _task_table(summary)]
+             f"<h1>{e(suite)}: agent {e(agent)}</h1>", _verdict(summary), _incomplete(summary),
+             "<h2>Tasks</h2>", _task_table(summary, records, task_instructions(run))]
     if _is_cluster(summary):
         parts += ["<h2>Hosts</h2>", _host_table(summary["hosts"])]
-    parts.append("<h2>Episodes</h2>")
-    for r in records:
-        parts.append(_episode(out_dir, r))
-    parts.append("</body></html>")
+    parts += ["<h2>Summary</h2>", _summary_table(overall), "<h2>Episodes</h2>", _episodes_by_task(out_dir, summary, records),
+              "<h2>Provenance</h2>", _provenance(run), "</body></html>"]
     return "\n".join(parts)
+
+
+def task_instructions(run: dict) -> dict[str, str]:
+    """Each task's instruction, from the suite the run used ({} when the suite is gone or broken)."""
+    path = run.get("suite", {}).get("path")
+    if not path:
+        return {}
+    from runner.tasks.model import load_suite
+
+    try:
+        return {t.id: t.spec.instruction for t in load_suite(path).tasks}
+    except UsageError:
+        return {}
+
+
+def _verdict(summary: dict) -> str:
+    """One line that tells an all-pass run from an all-fail one before anything else is read."""
+    o = summary["overall"]
+    tasks = summary["tasks"].values()
+    always = sum(1 for c in tasks if c["scored"] and c["passes"] == c["scored"])
+    never = sum(1 for c in tasks if c["scored"] and c["passes"] == 0)
+    unscored = o["episodes"] - o["scored"]
+    kind = "none" if o["rate"] is None else ("pass" if o["rate"] == 1 else "fail" if o["rate"] == 0 else "mixed")
+    rate = "no episode scored" if o["rate"] is None else f"rate {_rate(o)}"
+    return (f"<p class='verdict {kind}'>{o['passes']} of {o['scored']} scored episodes passed ({rate}); "
+            f"{len(summary['tasks'])} tasks: {always} always passed, {never} never passed"
+            + (f"; {unscored} episodes not scored" if unscored else "") + "</p>")
+
+
+def _episodes_by_task(out_dir: Path, summary: dict, records: list[EpisodeRecord]) -> str:
+    """Each task's episodes in a group, the task's failures first: a group open where the task failed,
+    with its first failure open; everything else collapsed. Past MAX_DETAILED_EPISODES, episodes are
+    one line each."""
+    order = {"pass": 2}
+    detailed = 0
+    groups = []
+    for task_id, counts in summary["tasks"].items():
+        mine = sorted((r for r in records if r.task_id == task_id), key=lambda r: (order.get(r.outcome, 0), r.trial))
+        if not mine:
+            continue
+        lines = []
+        for number, r in enumerate(mine):
+            if detailed < MAX_DETAILED_EPISODES:
+                lines.append(_episode(out_dir, r, open_=number == 0 and r.outcome != "pass"))
+                detailed += 1
+            else:
+                lines.append(_episode_line(r))
+        failed = any(r.outcome != "pass" for r in mine)  # a task with a failure is open, its first failure too
+        groups.append(f"<details class='task' id='task-{html.escape(task_id)}'{' open' if failed else ''}><summary>"
+                      f"<b>{html.escape(task_id)}</b>: "
+                      f"{counts['passes']} of {counts['scored']} passed</summary>" + "\n".join(lines) + "</details>")
+    return "\n".join(groups)
+
+
+def _episode_line(r: EpisodeRecord) -> str:
+    e = html.escape
+    return (f"<p id='{e(r.task_id)}-{r.trial}'>#{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
+            f"{e(r.reason)} ({r.duration_s:.0f} s); its files: <code>{e(r.task_id)}/{r.trial}/</code></p>")
 
 
 def _rate(c: dict) -> str:
@@ -225,10 +293,9 @@ def _host_table(hosts: dict) -> str:
             "<th>phase medians</th></tr>" + "".join(rows) + "</table>")
 
 
-def _task_table(summary: dict) -> str:
-    head = ("<table><tr><th>task</th><th>passes/scored</th><th>rate [95% CI]</th><th>checkpoints</th>"
-            "<th>timeout</th><th>agent error</th><th>verifier error</th><th>infra error</th><th>violations</th>"
-            "<th>write set</th></tr>")
+def _task_table(summary: dict, records: list[EpisodeRecord], instructions: dict[str, str]) -> str:
+    head = ("<table class='tasks'><tr><th>task</th><th>passes/scored</th><th>rate [95% CI]</th><th>why it failed</th>"
+            "<th>checkpoints</th><th>not scored</th><th>violations</th><th>instruction</th></tr>")
     rows = []
     for task_id, c in summary["tasks"].items():
         o = c["outcomes"]
@@ -236,17 +303,23 @@ def _task_table(summary: dict) -> str:
         if not c.get("tamper_proof", True):
             flaky += " <span class='warn'>not tamper-proof</span>"
         progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
-        rows.append(f"<tr><td><a href='#{html.escape(task_id)}-1'>{html.escape(task_id)}</a></td>"
-                    f"<td>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{progress}</td>"
-                    f"<td>{o['timeout']}</td><td>{o['agent_error']}</td><td>{o['verifier_error']}</td>"
-                    f"<td>{o['infra_error']}</td><td>{c['violations']}</td><td>{c['write_set_failures']}</td></tr>")
+        # Green for a task always passed, red for one never passed, between for the rest.
+        colour = "" if c["rate"] is None else f" style='background:hsl({round(120 * c['rate'])},70%,90%)'"
+        reasons = collections.Counter(r.reason or r.outcome for r in records if r.task_id == task_id and r.outcome != "pass")
+        why = "<br>".join(f"{html.escape(reason[:160])}" + (f" (x{n})" if n > 1 else "") for reason, n in reasons.most_common(3))
+        instruction = instructions.get(task_id, "")
+        short = instruction if len(instruction) <= 140 else instruction[:140] + "..."
+        rows.append(f"<tr><td><a href='#task-{html.escape(task_id)}'>{html.escape(task_id)}</a></td>"
+                    f"<td{colour}>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{why or '-'}</td>"
+                    f"<td>{progress}</td><td>{o['verifier_error'] + o['infra_error']}</td><td>{c['violations']}</td>"
+                    f"<td title='{html.escape(instruction)}'>{html.escape(short)}</td></tr>")
     return head + "".join(rows) + "</table>"
 
 
-def _episode(out_dir: Path, r: EpisodeRecord) -> str:
+def _episode(out_dir: Path, r: EpisodeRecord, open_: bool = False) -> str:
     e = html.escape
     ep = out_dir / r.task_id / str(r.trial)
-    parts = [f"<details id='{e(r.task_id)}-{r.trial}' open><summary>"
+    parts = [f"<details id='{e(r.task_id)}-{r.trial}'{' open' if open_ else ''}><summary>"
              f"<b>{e(r.task_id)}</b> #{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
              f"{e(r.reason)} ({r.duration_s:.0f} s)"
              f"{' <span class=warn>intervened: a person used the mouse or keyboard</span>' if r.intervened else ''}"

@@ -12,7 +12,7 @@ from PIL import Image
 from runfolders import write_results
 
 from runner.runs.report import write_reports
-from runner.runs.results import EpisodeRecord
+from runner.runs.results import EpisodeRecord, ResultLog
 
 INITIAL = (255, 0, 255)   # magenta: only the planted screenshots have these colours
 FINAL = (0, 200, 0)
@@ -77,7 +77,11 @@ def test_junit_has_a_testcase_per_task_and_trial(tmp_path):
 
 
 def test_chromium_shows_the_screenshots(tmp_path):
-    html_path, _ = write_reports(planted_run(tmp_path))
+    """Episodes are collapsed but for each task's first failure, which is open: its screens show."""
+    run = planted_run(tmp_path)
+    ResultLog(run).append(EpisodeRecord("editor", 1, "fail", "the file was not saved", 30.0, 0, 1,
+                                        "2026-11-30T10:00:00", "2026-11-30T10:00:30", {}))
+    html_path, _ = write_reports(run)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "chromium is missing: scripts/setup-host.sh installs it"
     shot = tmp_path / "page.png"
@@ -198,3 +202,38 @@ def test_a_validate_folder_is_one_thing_report_and_export_accept(tmp_path):
                                str(tmp_path / "logs")], capture_output=True, text=True, timeout=120)
     assert exported.returncode == 0, exported.stderr
     assert (tmp_path / "logs" / "oracle.eval").is_file() and (tmp_path / "logs" / "nop.eval").is_file()
+
+
+def test_the_report_reads_at_a_glance(tmp_path):
+    """The verdict first, a coloured task table with the failures' reasons and the instruction,
+    episodes collapsed under their task with failures first, provenance last."""
+    from runner.tasks.model import SUITES_DIR
+
+    run = planted_run(tmp_path)
+    provenance = json.loads((run / "run.json").read_text())
+    provenance["suite"] = {**provenance["suite"], "path": str(SUITES_DIR / "linux-core")}
+    (run / "run.json").write_text(json.dumps(provenance))
+    page = write_reports(run)[0].read_text()
+    verdict = "<p class='verdict mixed'>1 of 2 scored episodes passed"
+    assert verdict in page and page.index(verdict) < page.index("<h2>Tasks</h2>") < page.index("<h2>Provenance</h2>")
+    assert page.index("<h2>Episodes</h2>") < page.index("<h2>Provenance</h2>")  # provenance at the bottom
+    assert "style='background:hsl(60,70%,90%)'>1/2" in page  # the editor's rate, coloured between red and green
+    assert "changed outside the allowed paths: /home/cu/.bashrc (modified)</td>" in page  # why it failed
+    # Failures first under their task, the first one open, the pass collapsed.
+    group = page[page.index("id='task-editor'"):]
+    assert group.index("id='editor-2' open") < group.index("id='editor-1'>")
+
+
+def test_a_run_of_hundreds_of_episodes_stays_a_page_to_open(tmp_path):
+    from runner.runs.report import MAX_DETAILED_EPISODES
+
+    run = tmp_path / "big"
+    records = [EpisodeRecord(f"t{n % 50}", n // 50 + 1, "fail" if n % 3 else "pass", "nope", 1.0, 0, 1,
+                             "2026-11-30T10:00:00", "2026-11-30T10:00:01", {}) for n in range(450)]
+    write_results(run, records)
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "big", "tasks": [f"t{n}" for n in range(50)]},
+                                              "agent": {"name": "x"}, "arguments": {"trials": 9}}))
+    page = write_reports(run)[0].read_text()
+    assert page.count("<details id=") == MAX_DETAILED_EPISODES  # whole episodes, bounded
+    assert page.count("its files: <code>") == 450 - MAX_DETAILED_EPISODES  # the rest, a line each
+    assert len(page) < 2_000_000
