@@ -2,8 +2,22 @@
 # Makes a fresh Debian/Ubuntu host ready for cu-run: system packages, the libvirt
 # daemons, and a virtualenv (.venv) with cu-run installed. Safe to run again; fast
 # when everything is there. Run as root (the image build uses mmdebstrap --mode=root).
+#   setup-host.sh                 cu-run itself: runs, validate, vm up, mcp, reports
+#   setup-host.sh --extras a,b    and its extras: cluster (Ray), live (websockify), inspect (inspect_ai)
+#   setup-host.sh --test          and all that the tests need (every extra, pytest, ruff, mypy)
 set -eu
 cd "$(dirname "$0")/.."
+
+extras=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --test) extras="test,inspect,cluster,live" ;;
+        --extras) [ $# -ge 2 ] || { echo "setup-host.sh: --extras needs a list, e.g. --extras cluster" >&2; exit 2; }
+                  extras="$2"; shift ;;
+        *) echo "setup-host.sh: unknown option $1 (use --test, or --extras cluster,live,inspect)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 # chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live).
@@ -48,10 +62,12 @@ start_daemon() {
 start_daemon virtlogd /run/libvirt/virtlogd-sock
 start_daemon libvirtd /run/libvirt/libvirt-sock
 
-if [ ! -x .venv/bin/cu-run ] || [ pyproject.toml -nt .venv/.installed ]; then
-    echo "== virtualenv .venv"
+# One marker per set of extras: asking for more extras installs them; asking for fewer keeps what is there.
+marker=".venv/.installed${extras:+-$(echo "$extras" | tr ',' '-')}"
+if [ ! -x .venv/bin/cu-run ] || [ ! -f "$marker" ] || [ pyproject.toml -nt "$marker" ]; then
+    echo "== virtualenv .venv${extras:+ (extras: $extras)}"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[test,inspect,cluster,live]'
-    touch .venv/.installed
+    .venv/bin/pip install -q -e ".${extras:+[$extras]}"
+    touch "$marker"
 fi

@@ -36,7 +36,7 @@ def require_ray() -> Any:
         import ray
     except ImportError as exc:
         raise UsageError("the cluster commands need Ray, which is not installed",
-                         fix="pip install 'cu-run[cluster]' (scripts/setup-host.sh installs it)") from exc
+                         fix="pip install 'cu-run[cluster]' (or: scripts/setup-host.sh --extras cluster)") from exc
     return ray
 
 

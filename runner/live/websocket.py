@@ -16,7 +16,7 @@ def accept_websocket(connection: socket.socket, headers) -> WebSocketSide:
         from websockify.websocket import WebSocket
     except ImportError as exc:
         raise UsageError("the live view's full-size screen needs websockify",
-                         fix="pip install 'cu-run[live]' (scripts/setup-host.sh installs it)") from exc
+                         fix="pip install 'cu-run[live]' (or: scripts/setup-host.sh --extras live)") from exc
 
     class _Server(WebSocket):
         def select_subprotocol(self, protocols):
