@@ -29,7 +29,8 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
         from inspect_ai.log import EvalStats
         from inspect_ai.log import write_eval_log
     except ImportError:
-        raise UsageError("exporting to Inspect needs inspect_ai", fix="pip install 'cu-run[inspect]' (or: scripts/setup-host.sh --extras inspect)") from None
+        raise UsageError("exporting to Inspect needs inspect_ai",
+                         fix="pip install 'cu-run[inspect]' (or: scripts/setup-host.sh --extras inspect)") from None
     if not (run_dir / RESULTS).is_file():
         from runner.runs.folders import is_run_folder, not_a_run_folder
 
