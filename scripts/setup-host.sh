@@ -68,6 +68,8 @@ if [ ! -x .venv/bin/cu-run ] || [ ! -f "$marker" ] || [ pyproject.toml -nt "$mar
     echo "== virtualenv .venv${extras:+ (extras: $extras)}"
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e ".${extras:+[$extras]}"
+    # setuptools takes the data folders (images/, tasks/) carried as package data for packages it was
+    # not told of, and says so at length for each; they are data, never imported.
+    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/pip install -q -e ".${extras:+[$extras]}"
     touch "$marker"
 fi
