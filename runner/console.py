@@ -14,7 +14,8 @@ LOG_WIDTH = 160
 
 def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     """A console as wide as the terminal, or LOG_WIDTH when there is none (COLUMNS wins)."""
-    console = Console(stderr=stderr, file=file)
+    # No emoji codes: a task id, a path or a message like "mod:x" is printed as it is, never as a picture.
+    console = Console(stderr=stderr, file=file, emoji=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console

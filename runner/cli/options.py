@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -72,6 +73,19 @@ class AgentChoice(StrEnum):
     command = "command"
     claude = "claude"
     codex = "codex"
+
+
+def _agent_name(name: str) -> str:
+    """--agent: a built-in agent, or MODULE:CLASS (an Agent subclass of the user's)."""
+    if name in AgentChoice.__members__.values() or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", name):
+        return name
+    raise typer.BadParameter(f"{name!r} is not an agent: use one of {', '.join(a.value for a in AgentChoice)}, "
+                             "or MODULE:CLASS for an Agent subclass of yours", param_hint="'--agent'")
+
+
+AgentOpt = Annotated[str, typer.Option("--agent", help="who acts on the VM: oracle, nop, scripted, command, claude, "
+                                                      "codex, or MODULE:CLASS (an Agent subclass of yours)",
+                                       callback=_agent_name)]
 
 
 class GateChoice(StrEnum):

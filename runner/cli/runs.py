@@ -18,6 +18,7 @@ from runner.cli.options import (
     AccelChoice,
     AccelOpt,
     AgentChoice,
+    AgentOpt,
     app,
     CacheDir,
     ClusterOpt,
@@ -46,7 +47,7 @@ from runner.cli.options import (
 @app.command()
 def run(
     suite: SuiteOpt,
-    agent: Annotated[AgentChoice, typer.Option("--agent", help="who acts on the VM")],
+    agent: AgentOpt,
     tasks: TasksOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
