@@ -11,28 +11,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.runs.report import read_json, run_label
-from runner.runs.results import RESULTS, ResultLog, summarize
+from runner.runs.folders import not_a_run_folder
+from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.scoring.stats import ALPHA, bootstrap_mean_difference, fisher_exact
 
 
-def load_summary(run_dir: Path, task_ids: list[str] | None = None) -> dict:
-    """The summary of RUN_DIR's episodes, of TASK_IDS only when given."""
+def load_records(run_dir: Path) -> list[EpisodeRecord]:
+    """The latest record of each episode of RUN_DIR."""
     if not (run_dir / RESULTS).is_file():
-        from runner.runs.folders import not_a_run_folder
-
         raise not_a_run_folder(run_dir)
-    records = ResultLog(run_dir).latest()
-    wanted = sorted({r.task_id for r in records}) if task_ids is None else task_ids
-    return summarize([r for r in records if r.task_id in wanted], wanted)
+    return ResultLog(run_dir).latest()
 
 
 def compare_runs(run_a: Path, run_b: Path) -> dict:
     """The tasks both runs have, side by side; what makes the two runs differ beyond their agents
     (the suite's version, the image, the task set) is listed in "warnings"."""
     run_json_a, run_json_b = read_json(run_a / "run.json"), read_json(run_b / "run.json")
-    have_a, have_b = load_summary(run_a)["tasks"].keys(), load_summary(run_b)["tasks"].keys()
+    records_a, records_b = load_records(run_a), load_records(run_b)
+    have_a, have_b = {r.task_id for r in records_a}, {r.task_id for r in records_b}
     shared = sorted(have_a & have_b)
-    a, b = load_summary(run_a, shared), load_summary(run_b, shared)
+    a = summarize([r for r in records_a if r.task_id in have_b], shared)
+    b = summarize([r for r in records_b if r.task_id in have_a], shared)
     tasks = []
     pairs = []
     for task_id in shared:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import UsageError
+from runner.runs.folders import is_run_folder, not_a_run_folder
 from runner.runs.report import planned_trials, read_json, task_instructions
 from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
 
@@ -32,8 +33,6 @@ def export_inspect(run_dir: Path, out: Path | None = None) -> Path:
         raise UsageError("exporting to Inspect needs inspect_ai",
                          fix="pip install 'cu-run[inspect]' (or: scripts/setup-host.sh --extras inspect)") from None
     if not (run_dir / RESULTS).is_file():
-        from runner.runs.folders import is_run_folder, not_a_run_folder
-
         if not is_run_folder(run_dir):
             raise not_a_run_folder(run_dir)
         raise UsageError(f"{run_dir} is a run folder where no episode has finished yet: nothing to export",

@@ -22,6 +22,7 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from runner.errors import UsageError
+from runner.runs.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_run_folder
 from runner.runs.recording import RECORDING
 from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
@@ -39,8 +40,6 @@ ERRORS = {"verifier_error", "infra_error"}
 
 def write_reports(out_dir: Path) -> tuple[Path, Path]:
     """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
-    from runner.runs.folders import is_run_folder, not_a_run_folder
-
     if not is_run_folder(out_dir):
         raise not_a_run_folder(out_dir)
     run = read_json(out_dir / "run.json")
@@ -54,8 +53,6 @@ def write_reports(out_dir: Path) -> tuple[Path, Path]:
 def write_validation_index(base: Path) -> Path:
     """BASE/report.html of a `validate` folder: the verdict first, then a link to each run's report
     with its passes, so the oracle and the nop run never look alike."""
-    from runner.runs.folders import VALIDATE_RUNS, VALIDATION
-
     e = html.escape
     verdict = read_json(base / VALIDATION)
     valid = verdict.get("valid")
