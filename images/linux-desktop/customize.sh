@@ -16,5 +16,9 @@ done
 sh "$CU_COMMON/customize-base.sh" "$root" user
 # GIMP queries every plug-in at its first start (~30 s under TCG): done here, once, for the user.
 chroot "$root" runuser -u user -- env HOME=/home/user gimp -i -d -f -b "(gimp-quit 0)" >/dev/null 2>&1 || true
+# OSWorld's steps run `python -c "import pyautogui; ..."`: python is python3 (python-is-python3),
+# pyautogui comes from PyPI, pinned, installed with the host's pip for the guest's Python 3.11.
+"${CU_PYTHON:-python3}" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+    --target "$root/usr/local/lib/python3.11/dist-packages" -r "$here/pip-packages.txt"
 # The guest is throwaway: no updates to fetch, no cache to rebuild on its first boot.
 chroot "$root" systemctl mask sysstat.service sysstat-collect.timer sysstat-summary.timer >/dev/null 2>&1 || true

@@ -21,6 +21,8 @@ vm_app = typer.Typer(no_args_is_help=True, help="Start episode VMs by hand.")
 export_app = typer.Typer(no_args_is_help=True, help="Write a run in another tool's format.")
 study_app = typer.Typer(no_args_is_help=True, help="Studies: arms of agents and MCP servers on one task list.")
 host_app = typer.Typer(no_args_is_help=True, help="Make this machine a cu-run host of a Ray cluster.")
+assets_app = typer.Typer(no_args_is_help=True, help="The asset store of imported benchmarks' files.")
+scoring_app = typer.Typer(no_args_is_help=True, help="The scoring env of imported benchmarks' metrics.")
 cluster_app = typer.Typer(no_args_is_help=True, help="Ray clusters of cu-run hosts: try one locally, see its hosts.")
 app.add_typer(image_app, name="image")
 app.add_typer(vm_app, name="vm")
@@ -30,6 +32,8 @@ app.add_typer(export_app, name="export")
 app.add_typer(study_app, name="study")
 app.add_typer(host_app, name="host")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(assets_app, name="assets")
+app.add_typer(scoring_app, name="scoring")
 
 con = make_console()
 err = make_console(stderr=True)
@@ -122,6 +126,30 @@ def _some_tasks(text: str | None) -> str | None:
 
 TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]",
                                               callback=_some_tasks)]
+class BenchChoice(StrEnum):
+    osworld = "osworld"
+    waa = "waa"
+
+
+TagsOpt = Annotated[list[str] | None, typer.Option(
+    "--tags", help="run tasks with one of these comma-separated tags; repeat it and a task needs one of each")]
+ExcludeTagsOpt = Annotated[str | None, typer.Option("--exclude-tags", help="leave out tasks with any of these tags")]
+
+
+AssetsOpt = Annotated[Path | None, typer.Option(
+    "--assets", envvar="CU_RUN_ASSETS", help="imported tasks: the asset store (cu-run assets fetch)")]
+EvaluatorsOpt = Annotated[str | None, typer.Option(
+    "--evaluators", help="imported tasks: the metrics' source, desktop-env==VERSION or a checkout "
+                         "[default: desktop-env==1.0.2]")]
+
+
+def tag_filter(tags: list[str] | None, exclude_tags: str | None):
+    from runner.tasks.model import TagFilter
+
+    groups = tuple(g for g in (_comma_list(t) for t in tags or []) if g)
+    return TagFilter(groups, _comma_list(exclude_tags))
+
+
 PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
 TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]

@@ -41,6 +41,11 @@ from runner.cli.options import (
     SuiteOpt,
     TasksOpt,
     TrialsOpt,
+    TagsOpt,
+    ExcludeTagsOpt,
+    AssetsOpt,
+    EvaluatorsOpt,
+    tag_filter,
 )
 
 
@@ -49,6 +54,10 @@ def run(
     suite: SuiteOpt,
     agent: AgentOpt,
     tasks: TasksOpt = None,
+    tags: TagsOpt = None,
+    exclude_tags: ExcludeTagsOpt = None,
+    assets: AssetsOpt = None,
+    evaluators: EvaluatorsOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
     out: OutOpt = None,
@@ -98,7 +107,8 @@ def run(
                          agent_script=agent_script, record=record, cluster=cluster, selection=selection,
                          mcp_server=mcp_server, mcp_server_url=mcp_server_url, live=live, live_port=live_port,
                          live_host=live_host, live_control=live_control, model=model,
-                         agent_env=_key_values(agent_env or []), timeout_s=timeout, append_prompt=append_prompt)
+                         agent_env=_key_values(agent_env or []), timeout_s=timeout, append_prompt=append_prompt,
+                         tags=tag_filter(tags, exclude_tags), assets=assets, evaluators=evaluators)
     result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
@@ -108,6 +118,10 @@ def run(
 def validate(
     suite: SuiteOpt,
     tasks: TasksOpt = None,
+    tags: TagsOpt = None,
+    exclude_tags: ExcludeTagsOpt = None,
+    assets: AssetsOpt = None,
+    evaluators: EvaluatorsOpt = None,
     vm_pool: PoolOpt = 1,
     trials: TrialsOpt = 1,
     out: OutOpt = None,
@@ -131,7 +145,8 @@ def validate(
     request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
                          trials=trials, out=out, image=image, accel=accel, start=start, record=record,
                          cluster=cluster, selection=selection, live=live, live_port=live_port, live_host=live_host,
-                         live_control=live_control)
+                         live_control=live_control, tags=tag_filter(tags, exclude_tags), assets=assets,
+                         evaluators=evaluators)
     code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
     raise typer.Exit(code)
 

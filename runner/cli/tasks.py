@@ -26,19 +26,62 @@ from runner.cli.options import (
     SuiteOpt,
     suites_app,
     tasks_app,
+    BenchChoice,
+    TagsOpt,
+    ExcludeTagsOpt,
+    AssetsOpt,
+    EvaluatorsOpt,
+    tag_filter,
 )
 
 
 @tasks_app.command("list")
-def tasks_list(suite: SuiteOpt = "linux-core") -> None:
-    """The tasks of a suite."""
+def tasks_list(suite: SuiteOpt = "linux-core", tags: TagsOpt = None, exclude_tags: ExcludeTagsOpt = None,
+               counts: Annotated[bool, typer.Option("--counts", help="only the counts by tag")] = False) -> None:
+    """The tasks of a suite, with the tasks that cannot run here and why, and counts by tag."""
+    from collections import Counter
+
     from runner.tasks.model import load_suite
 
     loaded = load_suite(suite)
-    table = Table("id", "profile", "timeout", "difficulty", "tags", title=f"{loaded.name} ({loaded.folder})")
-    for t in loaded.tasks:
-        table.add_row(t.id, t.spec.profile, f"{t.spec.timeout_s} s", t.spec.difficulty or "-", ", ".join(t.spec.tags))
-    con.print(table)
+    chosen = tag_filter(tags, exclude_tags)
+    shown = [t for t in loaded.tasks if chosen.matches(t)]
+    if not counts:
+        table = Table("id", "profile", "timeout", "tags", "runs here", title=f"{loaded.name} ({loaded.folder})")
+        for t in shown:
+            table.add_row(escape(t.id), t.spec.profile, f"{t.spec.timeout_s} s", escape(", ".join(t.spec.tags)),
+                          "yes" if not t.spec.excluded else f"no: {escape('; '.join(t.spec.excluded))}")
+        con.print(table)
+    by_tag = Counter(tag for t in shown for tag in t.spec.tags)
+    runnable = Counter(tag for t in shown if not t.spec.excluded for tag in t.spec.tags)
+    tally = Table("tag", "tasks", "that run here", title=f"by tag ({len(shown)} tasks{chosen.describe()})")
+    for tag, number in sorted(by_tag.items(), key=lambda kv: (-kv[1], kv[0])):
+        tally.add_row(escape(tag), str(number), str(runnable[tag]))
+    con.print(tally)
+    left_out = [t for t in shown if t.spec.excluded]
+    con.print(f"{len(shown) - len(left_out)} of {len(shown)} tasks run here; runs leave out the other {len(left_out)}"
+              if left_out else f"all {len(shown)} tasks run here")
+
+
+@tasks_app.command("import")
+def tasks_import(
+    bench: Annotated[BenchChoice, typer.Argument(help="the benchmark: osworld or waa")],
+    src: Annotated[Path, typer.Argument(help="its checkout, or a snapshot of its task files")],
+    out: Annotated[Path, typer.Option("--out", help="the suite folder to write (new, or an earlier import)")],
+    version: Annotated[str | None, typer.Option(
+        "--version", help="the benchmark's commit or version [default: the checkout's commit, or the folder's name]")] = None,
+) -> None:
+    """Import a benchmark's tasks as a cu-run suite, scored on the host by its own metrics."""
+    from runner.benchmarks.importer import import_tree
+
+    report = import_tree(bench.value, src, out, version, say=lambda m: err.print(m, highlight=False))
+    counts = report.as_dict()
+    con.print(f"{report.written} {bench.value} tasks ({report.version}) written to {escape(str(out))}: "
+              f"{counts['runnable']} run here, {len(report.excluded)} are left out (each with its reason), "
+              f"{report.oracles} with cu-run's oracle", highlight=False)
+    con.print("by category: " + ", ".join(f"{k} {v}" for k, v in counts["by_category"].items()), highlight=False)
+    con.print(f"next: cu-run tasks list --suite {escape(str(out))} --counts; "
+              f"cu-run assets fetch --suite {escape(str(out))} --assets DIR (on a connected machine)", highlight=False)
 
 
 @tasks_app.command("new")
@@ -80,9 +123,15 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="task id")], suite: S
     """One task: its instruction, fields and scripts."""
     from runner.tasks.model import load_suite
 
-    (task,) = load_suite(suite).select([task_id])
+    loaded = load_suite(suite)
+    found = [t for t in loaded.tasks if t.id == task_id]
+    if not found:
+        raise UsageError(f"suite {loaded.name} has no task {task_id!r}", fix=f"cu-run tasks list --suite {suite}")
+    task = found[0]
     con.print(f"[bold]{escape(task.id)}[/] ({task.spec.profile}, timeout {task.spec.timeout_s} s)\n\n"
               f"{escape(task.spec.instruction)}\n")
+    for reason in task.spec.excluded:
+        con.print(f"[yellow]cannot run here:[/] {escape(reason)}", highlight=False)
     for path in task.files():
         con.print(f"[dim]--- {path.relative_to(task.folder)}[/]")
         con.print(path.read_text(), highlight=False, markup=False)
@@ -97,7 +146,10 @@ def tasks_select(
     exclude_ids: Annotated[Path | None, typer.Option(
         "--exclude-ids", help="a file of task ids to leave out, one per line")] = None,
     exclude_tags: Annotated[str | None, typer.Option("--exclude-tags", help="comma-separated tags to leave out")] = None,
+    tags: TagsOpt = None,
     baseline: Annotated[str, typer.Option("--baseline", help="the no-agent baseline: nop, or none to keep every task")] = "nop",
+    assets: AssetsOpt = None,
+    evaluators: EvaluatorsOpt = None,
     vm_pool: PoolOpt = 1,
     image: ImageOpt = None,
     accel: AccelOpt = AccelChoice.auto,
@@ -110,23 +162,25 @@ def tasks_select(
     from runner.runs.request import RunRequest
     from runner.runs.run import run_suite
     from runner.tasks.model import load_suite
+    from runner.benchmarks.assets import missing_assets
     from runner.tasks.selection import Exclusions, baseline_runner, draw
 
     if baseline not in ("nop", "none"):
         raise UsageError(f"--baseline must be nop or none, not {baseline!r}")
     loaded = load_suite(suite)
     ids = tuple(line.split("#")[0].strip() for line in exclude_ids.read_text().splitlines()) if exclude_ids else ()
-    exclusions = Exclusions(tuple(i for i in ids if i), _comma_list(exclude_tags))
+    exclusions = Exclusions(tuple(i for i in ids if i), _comma_list(exclude_tags), tag_filter(tags, None).include)
     settings = Settings.resolve(cache_dir, libvirt_uri)
     folder = out.parent / f"{out.stem}.baseline"
 
     def run(task_ids: tuple[str, ...]) -> list:
         request = RunRequest(suite=suite, agent="nop", tasks=task_ids, vm_pool=vm_pool, out=folder,
-                             resume=folder.exists(), image=image, accel=accel, start=start)
+                             resume=folder.exists(), image=image, accel=accel, start=start, assets=assets,
+                             evaluators=evaluators)
         return run_suite(settings, request, err).records
 
     selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,
-                     batch=vm_pool, baseline_name=baseline)
+                     batch=vm_pool, baseline_name=baseline, precheck=missing_assets(assets))
     if baseline != "none":
         selection.baseline_run = folder.name
     out.write_text(selection.as_yaml())

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -252,7 +253,7 @@ def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress, passwo
     log_path = work / "build.log"
     code, tail = run_logged(["sh", str(script), str(work), str(keys)], log_path, _recipe_step, progress,
                             env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py"),
-                                     CU_USER_PASSWORD=password))
+                                     CU_USER_PASSWORD=password, CU_PYTHON=sys.executable))
     if code != 0:
         kept = work.parent / f"{work.name}.failed.log"
         shutil.copy(log_path, kept)

@@ -153,10 +153,14 @@ class EpisodeScript:
 
         self._set_phase("verify")
         t = time.monotonic()
-        verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
+        checkpoints: dict[str, bool] = {}
+        check_errors: list[str] = []
+        if task.spec.scoring == "host":
+            verdict, verdict_log, checkpoints = self._host_verdict()
+        else:
+            verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
         state.phases["verify"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
-        checkpoints, check_errors = {}, []
         for name in task.spec.checkpoints:
             kind = self._verdict(f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind
             checkpoints[name] = kind == "pass"
@@ -205,6 +209,15 @@ class EpisodeScript:
                 shown = ", ".join(str(c) for c in changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
                 scored.outcome, scored.reason = "fail", f"changed outside the allowed paths: {shown}"
         return scored
+
+    def _host_verdict(self) -> tuple[Verdict, dict, dict[str, bool]]:
+        """An imported task: its collector in the guest, its benchmark's metric on the host."""
+        from runner.benchmarks.host_scoring import collect_and_score
+
+        scoring = self.pool.host_scoring
+        if scoring is None:
+            raise InfraError(f"{self.task.id} is scored on the host, and this pool has no scoring env")
+        return collect_and_score(scoring, self.vm.admin_shell, self.task, self.vm.desktop_user, self.ep_dir)
 
     def _verdict(self, kind: str, log: Path) -> tuple[Verdict, dict]:
         """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check) through

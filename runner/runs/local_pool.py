@@ -70,6 +70,7 @@ def open_local_pool(settings: Settings, plan: RunPlan, request: RunRequest, hook
     """The pool of this machine: the run scope for PLAN's image, and a slot scheduler in it."""
     scope_request = ScopeRequest(plan.image.name, accel=request.accel, start=request.start, vm_pool=request.vm_pool)
     with open_scope(settings, scope_request, notice=hooks.notice) as scope:
-        scheduler = SlotScheduler(scope.host, settings, scope.pool_for(request, plan.agent, plan.suite.safety),
+        scheduler = SlotScheduler(scope.host, settings, scope.pool_for(request, plan.agent, plan.suite.safety,
+                                                                          plan.host_scoring),
                                   plan.agent, plan.out_dir, on_record=hooks.on_record)
         yield LocalPool(scope, scheduler, request)

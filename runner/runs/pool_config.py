@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runner.benchmarks.host_scoring import HostScoring
 from runner.hypervisor.domain_xml import Accel
 from runner.images.catalog import Image
 from runner.images.warm_state import WarmSlot
@@ -33,3 +34,4 @@ class PoolConfig:
     record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
     mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
     standby: bool = True  # with spare warm states: each slot's next VM made ready ahead (runner.runs.standby)
+    host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics (runner.benchmarks)

@@ -16,7 +16,7 @@ from runner.agents.registry import make_agent
 from runner.errors import UsageError
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
-from runner.tasks.model import Task
+from runner.tasks.model import TagFilter, Task
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class RunRequest:
     live_host: str = "127.0.0.1"
     live_control: bool = False  # the live view may take the mouse and keyboard (recorded as interventions)
     model: str | None = None  # claude/codex: the model, passed to the CLI and recorded (None: the CLI's default)
+    tags: TagFilter = TagFilter()  # --tags / --exclude-tags, when --tasks names none
+    assets: Path | None = None  # imported tasks: the asset store (runner.benchmarks.assets); None: CU_RUN_ASSETS
+    evaluators: str | None = None  # imported tasks: the metrics' source (runner.benchmarks.scoring_env)
     standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
 
 

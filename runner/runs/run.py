@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,7 +32,8 @@ from runner.runs.report import write_reports, write_validation_index
 from runner.runs.request import RunRequest
 from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, summarize
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
-from runner.tasks.model import Task
+from runner.tasks.model import TagFilter, Task, load_suite
+from runner.tasks.selection import load_selection
 
 EXIT_INFRA = ExitCode.INFRA
 EXIT_GATE = ExitCode.GATE
@@ -193,8 +194,16 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
     base = (request.out or Path("runs") / f"validate-{Path(request.suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     problems: list[str] = []
     results = {}
+    without_oracle = _without_oracle(request)
     for agent, expected in (("oracle", "pass"), ("nop", "fail")):
-        sub = RunRequest(**{**request.__dict__, "agent": agent, "out": base / agent, "fail_under": None})
+        changes: dict = {"agent": agent, "out": base / agent, "fail_under": None}
+        if agent == "oracle" and without_oracle:
+            # Imported tasks may have no oracle of cu-run's yet: the oracle runs where there is one.
+            chosen = [t.id for t in _chosen(request) if t.id not in without_oracle]
+            if not chosen:
+                continue
+            changes.update(tasks=tuple(chosen), tags=TagFilter(), selection=None)
+        sub = RunRequest(**{**request.__dict__, **changes})
         results[agent] = run_suite(settings, sub, console, open_pool)
         for r in results[agent].records:
             if r.outcome != expected:
@@ -203,9 +212,14 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
     infra = any(r.exit_code == EXIT_INFRA for r in results.values())
     verdict = {"suite": Path(request.suite).name, "valid": not problems and not infra, "problems": problems,
                "infra_errors": infra, "runs": {agent: agent for agent in results},
+               "without_oracle": without_oracle,
                "ended_at": datetime.now(UTC).isoformat()}
     write_json(base / VALIDATION, verdict)
     index = write_validation_index(base)
+    if without_oracle:
+        console.print(f"[yellow]{len(without_oracle)} tasks have no oracle, so only their nop was checked:[/] "
+                      + escape(", ".join(without_oracle[:10]) + (", ..." if len(without_oracle) > 10 else "")),
+                      highlight=False)
     if problems:
         console.print("[bold red]validation failed:[/]\n  " + "\n  ".join(escape(p) for p in problems))
     else:
@@ -215,8 +229,20 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
     return code, problems
 
 
+def _chosen(request: RunRequest) -> tuple[Task, ...]:
+    suite = load_suite(request.suite)
+    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
+    return suite.select(ids, request.tags)
+
+
+def _without_oracle(request: RunRequest) -> list[str]:
+    """The chosen tasks with no oracle script (imported tasks cu-run has none for)."""
+    return [t.id for t in _chosen(request) if t.script("oracle") is None]
+
+
 def _arguments(request: RunRequest) -> dict:
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in request.__dict__.items()}
+    return {k: (str(v) if isinstance(v, Path) else asdict(v) if is_dataclass(v) and not isinstance(v, type) else v)
+            for k, v in request.__dict__.items()}
 
 
 def write_json(path: Path, data: dict) -> None:

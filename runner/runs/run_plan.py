@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.agents.base import Agent
+from runner.benchmarks import host_scoring
+from runner.benchmarks.host_scoring import HostScoring
 from runner.config import Settings
 from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
@@ -34,6 +36,7 @@ class RunPlan:
     image: Image
     out_dir: Path
     previous: dict | None  # run.json of the run being resumed
+    host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics, the assets
 
     def planned(self, trials: int) -> list[tuple[str, int]]:
         return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
@@ -53,7 +56,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     if request.selection is not None and request.tasks:
         raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
     ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
-    tasks = suite.select(ids)
+    tasks = suite.select(ids, request.tags)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
     resolve_toolsets(request.tools)
@@ -76,7 +79,36 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
                              "with another --out")
     check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {request.vm_pool} episode VMs")
-    return RunPlan(suite, tasks, agent, image, out_dir, previous)
+    scoring = _host_scoring(settings, request, tasks)
+    if scoring is not None:
+        tasks = _scorable(scoring, tasks, named=bool(request.tasks or request.selection))
+    return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring)
+
+
+def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:
+    """Imported tasks: their assets checked and the scoring env made, before any VM starts."""
+    if request.cluster and any(t.spec.scoring == "host" for t in tasks):
+        raise UsageError("imported tasks are scored on this machine's scoring env and asset store; a --cluster "
+                         "run's episodes are on its hosts", fix="run them without --cluster")
+    return host_scoring.prepare(settings.cache_dir, tasks, request.assets, request.evaluators, request.suite,
+                                say=lambda line: print(line, flush=True))
+
+
+def _scorable(scoring: HostScoring, tasks: tuple[Task, ...], named: bool) -> tuple[Task, ...]:
+    """TASKS without those the scoring env cannot score: refused when named (--tasks, --selection),
+    else left out with a line each."""
+    cannot = host_scoring.unscorable(scoring, tasks)
+    if not cannot:
+        return tasks
+    lines = [f"{task_id}: {'; '.join(reasons)}" for task_id, reasons in cannot.items()]
+    if named:
+        raise UsageError(f"these tasks cannot be scored with {scoring.env.version}:\n  " + "\n  ".join(lines),
+                         fix="leave them out, or pass --evaluators with a checkout of the benchmark that has them")
+    kept = tuple(t for t in tasks if t.id not in cannot)
+    if not kept:
+        raise UsageError(f"no task of the run can be scored with {scoring.env.version}:\n  " + "\n  ".join(lines))
+    print(f"left out, as {scoring.env.version} cannot score them:\n  " + "\n  ".join(lines), flush=True)
+    return kept
 
 
 def check_live_options(request: RunRequest) -> None:

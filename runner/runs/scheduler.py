@@ -255,7 +255,8 @@ class SlotScheduler:
         if isinstance(self.agent, NopAgent):
             return record  # its state is the untouched one: the error is the task's
         # The run's own agent being the oracle, its state is the oracle's: only nop is left to ask.
-        controls = (NopAgent(),) if isinstance(self.agent, OracleAgent) else (NopAgent(), OracleAgent())
+        has_oracle = task.script("oracle") is not None  # an imported task may have none
+        controls = (NopAgent(),) if isinstance(self.agent, OracleAgent) or not has_oracle else (NopAgent(), OracleAgent())
         for control in controls:
             decided = self._control(slot, task, control)
             if decided is None:

@@ -28,6 +28,7 @@ from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.profiles import GuestProfile
 from runner.runs.admission import Admission, admit, available_mib
+from runner.benchmarks.host_scoring import HostScoring
 from runner.runs.pool_config import PoolConfig
 from runner.runs.request import RunRequest, external_server
 from runner.runs.standby import leaves_a_core
@@ -71,7 +72,7 @@ class RunScope:
     def pool_config(self, *, toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, max_steps: int | None = None,
                     suite_rules: tuple[SafetyRule, ...] = (), record: bool = False,
                     mcp_server: ExternalServer | None = None, standby: bool = True,
-                    run_id: str | None = None) -> PoolConfig:
+                    run_id: str | None = None, host_scoring: HostScoring | None = None) -> PoolConfig:
         """The scheduler's configuration for a pool in this scope. A spare warm state's VM runs
         beside the pool's (a teardown's overlap, a standby), so only as many as the host's memory
         holds besides are used; standbys only where the pool leaves a core."""
@@ -79,13 +80,15 @@ class RunScope:
                           toolsets=toolsets, max_steps=max_steps, warm=self.start.slots,
                           spare_warm=self.start.spares[:self.admission.room_beside],
                           standby=standby and leaves_a_core(self.vm_pool), suite_rules=suite_rules, record=record,
-                          mcp_server=mcp_server)
+                          mcp_server=mcp_server, host_scoring=host_scoring)
 
-    def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...]) -> PoolConfig:
-        """The pool a run of REQUEST gets in this scope, with AGENT: on this machine as on a cluster host."""
+    def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...],
+                 host_scoring: HostScoring | None = None) -> PoolConfig:
+        """The pool a run of REQUEST gets in this scope, with AGENT: on this machine as on a cluster host.
+        HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare)."""
         return self.pool_config(toolsets=request.tools, max_steps=request.max_steps, suite_rules=suite_rules,
                                 record=request.record, mcp_server=external_server(request, agent),
-                                standby=request.standby)
+                                standby=request.standby, host_scoring=host_scoring)
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""

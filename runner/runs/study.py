@@ -172,7 +172,8 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
         for a in arms:
             a.log = ResultLog(a.plan.out_dir)
             finished = a.log.finished()
-            a.harness = SlotScheduler(scope.host, settings, scope.pool_for(a.request, a.plan.agent, a.plan.suite.safety),
+            a.harness = SlotScheduler(scope.host, settings, scope.pool_for(a.request, a.plan.agent, a.plan.suite.safety,
+                                                                        a.plan.host_scoring),
                                       a.plan.agent, a.plan.out_dir, on_record=lambda r: print_record(console, r))
             private_dir(a.plan.out_dir)
             a.provenance = base_provenance(a.request, a.plan, LocalPool(scope, a.harness, a.request).where())

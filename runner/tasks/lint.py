@@ -74,5 +74,5 @@ def _gives_a_verdict(task_dir: Path, script: Path) -> bool:
 
 def _privileged(task_dir: Path, script: Path) -> bool:
     relative = script.relative_to(task_dir)
-    return relative.stem in ("setup", "verify") and len(relative.parts) == 1 or \
+    return relative.stem in ("setup", "verify", "collect") and len(relative.parts) == 1 or \
         relative.parts[0] in ("checkpoints", "safety")

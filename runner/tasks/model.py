@@ -34,6 +34,10 @@ from runner.profiles import PROFILES, GuestProfile, get_profile
 
 SUITES_DIR = DATA_ROOT / "tasks"
 REQUIRED_SCRIPTS = ("verify", "oracle")
+# An imported task is scored on the host from what its collector gathers; its oracle is ours,
+# written where one can be (runner.benchmarks.oracles), so it may have none.
+HOST_SCORED_SCRIPTS = ("collect",)
+UPSTREAM_FILE = "upstream.json"
 SUITE_SAFETY = "safety.yaml"
 
 
@@ -92,6 +96,18 @@ class SafetyRule(BaseModel):
         return next(k for k in ("typed", "keys", "click_region", "allowed_tools") if getattr(self, k) is not None)
 
 
+class SourceSpec(BaseModel):
+    """Where an imported task comes from: its benchmark's file, kept verbatim as upstream.json."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bench: str = Field(description="osworld, waa")
+    version: str = Field(description="the benchmark's commit or version")
+    path: str = Field(description="the task file inside the benchmark's tree")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="of upstream.json")
+    upstream_id: str = Field(description="the id the benchmark gives the task")
+
+
 class TaskSpec(BaseModel):
     """task.yaml, validated. Unknown fields are refused so a typo is not silently ignored."""
 
@@ -118,6 +134,19 @@ class TaskSpec(BaseModel):
     desktop_in_verify: bool = Field(
         default=False, description="the verifier needs the desktop session running: instead of freezing all of "
                                    "the desktop user's processes, only those started during the episode are killed")
+
+    scoring: Literal["verifier", "host"] = Field(
+        default="verifier", description="host: an imported task, scored on the host by its benchmark's own metric "
+                                        "on what collect.<ext> gathers (runner.benchmarks)")
+    source: SourceSpec | None = Field(default=None, description="an imported task's upstream file")
+    excluded: tuple[str, ...] = Field(default=(), description="why the task cannot run here: runs leave it out")
+    fidelity: tuple[str, ...] = Field(default=(), description="where this guest differs from the benchmark's")
+
+    @model_validator(mode="after")
+    def _host_scoring_has_source(self) -> TaskSpec:
+        if self.scoring == "host" and self.source is None:
+            raise ValueError("scoring: host needs the task's source (an imported task's upstream.json)")
+        return self
 
     @field_validator("checkpoints", "safety_checks")
     @classmethod
@@ -172,15 +201,46 @@ class Task:
 
 
 @dataclass(frozen=True)
+class TagFilter:
+    """--tags and --exclude-tags. Each --tags is a comma-separated list a task must have one of;
+    given several times, a task must pass each. --exclude-tags: a task has none of them."""
+
+    include: tuple[tuple[str, ...], ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.include and not self.exclude
+
+    def matches(self, task: Task) -> bool:
+        have = set(task.spec.tags)
+        return all(have & set(group) for group in self.include) and not have & set(self.exclude)
+
+    def describe(self) -> str:
+        parts = [f" with a tag of {' or '.join(group)}" for group in self.include]
+        parts += [f" without {', '.join(self.exclude)}"] if self.exclude else []
+        return ",".join(parts)
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     folder: Path
     tasks: tuple[Task, ...]
     safety: tuple[SafetyRule, ...] = ()  # safety.yaml: rules for every task
 
-    def select(self, ids: list[str] | None) -> tuple[Task, ...]:
+    def select(self, ids: list[str] | None, tags: TagFilter | None = None) -> tuple[Task, ...]:
+        """The tasks IDS names, in that order; without IDS every task that can run here (none
+        with `excluded` reasons) that TAGS lets through."""
+        tags = tags or TagFilter()
         if not ids:
-            return self.tasks
+            chosen = tuple(t for t in self.tasks if not t.spec.excluded and tags.matches(t))
+            if not chosen:
+                raise UsageError(f"suite {self.name} has no task to run{tags.describe()}",
+                                 fix=f"cu-run tasks list --suite {self.folder} shows its tasks, tags and exclusions")
+            return chosen
+        if not tags.empty:
+            raise UsageError("--tasks names the tasks; --tags and --exclude-tags choose them", fix="give one way")
         twice = sorted({i for i in ids if ids.count(i) > 1})
         if twice:
             raise UsageError(f"--tasks names {', '.join(map(repr, twice))} more than once",
@@ -190,7 +250,14 @@ class Suite:
         if unknown:
             raise UsageError(f"suite {self.name} has no task {', '.join(map(repr, unknown))}",
                              fix=f"known tasks: {', '.join(known)}")
+        excluded = [f"{i}: {'; '.join(known[i].spec.excluded)}" for i in ids if known[i].spec.excluded]
+        if excluded:
+            raise UsageError("these tasks cannot run here:\n  " + "\n  ".join(excluded),
+                             fix="leave them out of --tasks")
         return tuple(known[i] for i in ids)
+
+    def excluded_tasks(self) -> tuple[Task, ...]:
+        return tuple(t for t in self.tasks if t.spec.excluded)
 
     def content_hash(self) -> str:
         """A hash of every file of every task: the suite's identity in a run's provenance."""
@@ -279,10 +346,14 @@ def load_task(folder: Path) -> Task:
         raise UsageError(f"{path}: field 'id' is {spec.id!r} but the folder is {folder.name!r}; they must be equal")
     task = Task(spec, folder)
     check_task_files(folder)
-    for kind in REQUIRED_SCRIPTS:
+    required = HOST_SCORED_SCRIPTS if spec.scoring == "host" else REQUIRED_SCRIPTS
+    for kind in required:
         if task.script(kind) is None:
-            raise UsageError(f"{folder}: missing script {kind}{task.ext} (profile {spec.profile} needs "
-                             f"{', '.join(k + task.ext for k in REQUIRED_SCRIPTS)})")
+            raise UsageError(f"{folder}: missing script {kind}{task.ext} (a {spec.scoring}-scored task of profile "
+                             f"{spec.profile} needs {', '.join(k + task.ext for k in required)})")
+    if spec.scoring == "host" and not (folder / UPSTREAM_FILE).is_file():
+        raise UsageError(f"{folder}: missing {UPSTREAM_FILE}, the benchmark's task file its score comes from",
+                         fix="import the task again: cu-run tasks import")
     for kind, names in (("checkpoints", spec.checkpoints), ("safety", spec.safety_checks)):
         for name in names:
             if task.script(f"{kind}/{name}") is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from runner.errors import UsageError
-from runner.tasks.model import Suite
+from runner.tasks.model import Suite, TagFilter, Task
 
 RULE = ("sort the task ids; shuffle them with Python's random.Random(seed); walk that order, "
         "keeping a task only when the baseline agent completes its setup and verification and scores 0 "
@@ -32,6 +32,15 @@ Baseline = Callable[[list[str]], dict[str, tuple[str, str]]]
 class Exclusions:
     ids: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    include: tuple[tuple[str, ...], ...] = ()  # --tags: a task must have one tag of each group
+
+    def admits(self, task: Task) -> bool:
+        return task.id not in self.ids and TagFilter(self.include, self.tags).matches(task)
+
+
+# Why a task the walk reaches cannot be tried at all (it cannot run here, its assets are
+# missing), or None: such a task is skipped with that reason, and the walk goes on.
+Precheck = Callable[[Task], str | None]
 
 
 @dataclass
@@ -62,30 +71,41 @@ def walk_order(ids: list[str], seed: int) -> list[str]:
 
 
 def draw(suite: Suite, seed: int, count: int, exclusions: Exclusions, baseline: Baseline | None,
-         batch: int = 1, baseline_name: str | None = None) -> Selection:
+         batch: int = 1, baseline_name: str | None = None, precheck: Precheck | None = None) -> Selection:
     """Walks the shuffled order, asking BASELINE about BATCH tasks at a time (a VM pool's worth),
-    until COUNT are kept or the order ends."""
+    until COUNT are kept or the order ends. A task that cannot run here (its `excluded` reasons)
+    or that PRECHECK refuses is skipped, with why, without a baseline."""
     if count < 1:
         raise UsageError("--count must be at least 1")
     unknown = sorted(set(exclusions.ids) - {t.id for t in suite.tasks})
     if unknown:
         raise UsageError(f"--exclude-ids names tasks suite {suite.name} does not have: {', '.join(unknown)}")
-    candidates = [t.id for t in suite.tasks
-                  if t.id not in exclusions.ids and not set(t.spec.tags) & set(exclusions.tags)]
+    candidates = [t.id for t in suite.tasks if exclusions.admits(t)]
+    by_id = {t.id: t for t in suite.tasks}
+    excluded: dict = {"ids": sorted(exclusions.ids), "tags": sorted(exclusions.tags)}
+    if exclusions.include:
+        excluded["unless_tagged"] = [list(group) for group in exclusions.include]
     selection = Selection(seed, count, suite.name, suite.content_hash(), suite.task_hashes(),
-                          baseline=baseline_name if baseline else None,
-                          excluded={"ids": sorted(exclusions.ids), "tags": sorted(exclusions.tags)})
+                          baseline=baseline_name if baseline else None, excluded=excluded)
     order = walk_order(candidates, seed)
     at = 0
     while len(selection.tasks) < count and at < len(order):
         step = max(batch, count - len(selection.tasks))
-        chunk = order[at:at + step]
-        at += len(chunk)
-        verdicts = baseline(chunk) if baseline else {}
+        chunk: list[str] = []
+        refused: dict[str, str] = {}
+        while at < len(order) and len(chunk) < step:
+            task = by_id[order[at]]
+            at += 1
+            why = "; ".join(task.spec.excluded) or (precheck(task) if precheck else None)
+            if why:
+                refused[task.id] = f"cannot be tried here: {why}"
+            chunk.append(task.id)
+        tried = [t for t in chunk if t not in refused]
+        verdicts = baseline(tried) if baseline and tried else {}
         for task_id in chunk:
             if len(selection.tasks) == count:
                 break  # the walk stops at COUNT: later tasks of the chunk were never reached
-            reason = _why_not(verdicts.get(task_id)) if baseline else None
+            reason = refused.get(task_id) or (_why_not(verdicts.get(task_id)) if baseline else None)
             if reason is None:
                 selection.tasks.append(task_id)
             else:

@@ -28,7 +28,9 @@ CHANGED = dict(agent="command", agent_cmd="/bin/true --flag", agent_env=(("LAB_G
                standby=False, agent_script="ui_other.yaml", mcp_server=None)
 # Those that change how the run is driven, not an episode: a host never needs them.
 NOT_EPISODE = {"suite", "tasks", "vm_pool", "trials", "out", "resume", "fail_under", "image", "accel", "start", "gate",
-               "cluster", "selection", "live", "live_port", "live_host", "live_control"}
+               "cluster", "selection", "live", "live_port", "live_host", "live_control", "tags",
+               # imported tasks' scoring: a cluster run refuses host-scored tasks (run_plan._host_scoring)
+               "assets", "evaluators"}
 
 
 def host_image(cache: Path) -> None:

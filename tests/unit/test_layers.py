@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("runner.tasks", "runner.tasks.*", "runner.scoring.quarantine", "runner.scoring.safety",
                "runner.images.scratch", "runner.images.warm_state", "runner.images.start_plan",
                "runner.episode_domain")),
+    ("benchmarks", ("runner.benchmarks", "runner.benchmarks.*")),
     ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_images", "runner.images.windows_11",
                     "runner.gc")),
     ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),

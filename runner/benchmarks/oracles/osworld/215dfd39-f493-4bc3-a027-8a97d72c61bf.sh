@@ -1,0 +1,3 @@
+. "$TASK_DIR/oracle_lib.sh"
+quit vlc
+vlcrc_set qt-bgcone '0'

@@ -1,0 +1,3 @@
+. "$TASK_DIR/oracle_lib.sh"
+quit gimp-2.10
+gimp_set gimprc theme '"Light"'

@@ -1,0 +1,3 @@
+. "$TASK_DIR/oracle_lib.sh"
+quit vlc
+vlcrc_set one-instance-when-started-from-file '0'
