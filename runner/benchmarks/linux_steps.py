@@ -101,7 +101,7 @@ osw_collect_command() {  # SLOT ARGV...: the command's output and errors, run as
     osw_user "$@" 2>"$EXPORT/$_slot/stderr.full" | head -c __MAX_FILE__ > "$EXPORT/$_slot/stdout"
     head -c __MAX_FILE__ "$EXPORT/$_slot/stderr.full" > "$EXPORT/$_slot/stderr"; rm -f "$EXPORT/$_slot/stderr.full"
 }
-osw_export_end() { tar -C "$EXPORT" -cf "$EXPORT.tar" . && rm -rf "$EXPORT"; }
+osw_export_end() { tar -C "$EXPORT" -cf "$EXPORT.tar" . && rm -rf "$EXPORT" || exit 1; }
 """.replace("__EXPORT_DIR__", EXPORT_DIR).replace("__MAX_FILE_PLUS_ONE__", str(MAX_COLLECTED_FILE + 1)) \
    .replace("__MAX_FILE__", str(MAX_COLLECTED_FILE))
 
@@ -254,7 +254,6 @@ def collect_script(data: dict[str, Any]) -> Script:
     """Upstream's postconfig, then each getter's gathering, then the export packed for the pull."""
     script = Script()
     translate_steps(list((data.get("evaluator") or {}).get("postconfig") or []), script)
-    script.lines.append("set +e  # a getter that finds nothing leaves a marker; the metric decides")
     script.lines.append("osw_export_begin")
     for slot, config in slots(data):
         make = COLLECTORS.get(str(config.get("type")))
@@ -266,8 +265,11 @@ def collect_script(data: dict[str, Any]) -> Script:
         except (KeyError, TypeError, ValueError) as exc:
             script.problems.append(f"getter {config.get('type')}: {exc}")
     script.lines.append("osw_export_end")
+    # No `set -e`: as upstream, a postconfig step that fails is logged and the rest goes on (the
+    # agent may have closed the window a step activates); a getter that finds nothing leaves a
+    # marker, and the metric decides.
     script.lines = ["# Upstream's postconfig and getters, by `cu-run tasks import` (upstream.json).",
-                    '. "$TASK_DIR/steps.sh"', "set -e"] + script.lines
+                    '. "$TASK_DIR/steps.sh"'] + script.lines
     return script
 
 

@@ -83,11 +83,13 @@ def run_scorer(python: Path, package_root: Path, evaluator: dict[str, Any], coll
         (inputs / "job.json").write_text(json.dumps(job))
         (inputs / "collected").mkdir()  # empty, or where the collected folder is mounted
         venv = python.parent.parent
+        interpreter = _base_interpreter(venv)
         command = [
             bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin",
             "--ro-bind", str(venv), "/venv", "--ro-bind", str(package_root), "/evaluators",
+            *(["--ro-bind", str(interpreter), str(interpreter)] if interpreter else []),
             "--ro-bind", str(inputs), "/in",
             *(["--ro-bind", str(collected), "/in/collected"] if collected is not None else []),
             "--bind", str(scratch), "/scratch", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
@@ -96,6 +98,20 @@ def run_scorer(python: Path, package_root: Path, evaluator: dict[str, Any], coll
             "--", f"/venv/bin/{python.name}", "-I", "/in/score_entry.py", "/in/job.json",
         ]
         return _run(command, limits)
+
+
+def _base_interpreter(venv: Path) -> Path | None:
+    """The installation the venv's Python comes from, when it is not under /usr (pyenv's, say):
+    the sandbox sees it read-only at its own path, which the venv's links and pyvenv.cfg name."""
+    config = venv / "pyvenv.cfg"
+    if not config.is_file():
+        return None
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            prefix = Path(value.strip()).resolve().parent
+            return None if prefix.is_relative_to("/usr") else prefix
+    return None
 
 
 def _run(command: list[str], limits: Limits) -> Scoring:

@@ -1,0 +1,110 @@
+"""OSWorld's tasks imported and scored on real VMs: setup translated from upstream's config, the
+collector in the guest after the agent, the pull, and upstream's own metric (desktop-env from
+PyPI) in the sandbox on the host (docs/benchmarks.md).
+
+The default tier validates offline tasks with cu-run's oracles: each oracle must score 1.0 and
+nop 0. The full tier validates every task with an oracle, and a hostile agent that turns the
+file a getter reads into a FIFO, a link to root's files and a huge file, which must each fail,
+never drop out of the rate, and change nothing on the host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from vmtools import cu_run, leftovers
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = next((p for p in (REPO.parent / "shared" / "data", Path("/work/shared/data")) if p.is_dir()), None)
+
+pytestmark = pytest.mark.skipif(DATA is None, reason="the benchmarks' task files (../shared/data) are not here")
+
+# Offline tasks of different shapes: a command getter and a rule (the renamed folder), and a
+# GIMP config file written when upstream's postconfig presses Ctrl+Q through pyautogui.
+SAMPLE = ("e0df059f-28a6-4169-924f-b9623e7184cc", "7b7617bd-57cc-468e-9c91-40c4ec2bcb3d")
+
+
+@pytest.fixture(scope="module")
+def osworld(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("suites") / "osworld"
+    done = cu_run("tasks", "import", "osworld", str(DATA / "osworld-f6cee71"), "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def results(folder: Path) -> dict[str, dict]:
+    return {r["task_id"]: r for r in (json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines())}
+
+
+def test_imported_offline_tasks_validate_with_upstreams_metrics(desktop_image, host, settings, osworld, tmp_path):
+    out = tmp_path / "validate"
+    done = cu_run("validate", "--suite", str(osworld), "--tasks", ",".join(SAMPLE), "--out", str(out), timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    oracle, nop = results(out / "oracle"), results(out / "nop")
+    assert {t: r["outcome"] for t, r in oracle.items()} == dict.fromkeys(SAMPLE, "pass")
+    assert {t: r["outcome"] for t, r in nop.items()} == dict.fromkeys(SAMPLE, "fail")
+    for task_id in SAMPLE:
+        scored = json.loads((out / "oracle" / task_id / "1" / "scoring.json").read_text())
+        assert scored["score"] == 1.0 and scored["evaluators"]["version"] == "desktop-env 1.0.2"
+        assert (out / "oracle" / task_id / "1" / "upstream.json").is_file()  # kept for a rescore
+        assert json.loads((out / "nop" / task_id / "1" / "scoring.json").read_text())["score"] == 0.0
+    # The renamed folder's getter ran as the user and gathered its answer; the gold is inline.
+    answer = out / "oracle" / SAMPLE[0] / "1" / "collected" / "result-0" / "stdout"
+    assert answer.read_text() == "Directory exists.\n"
+    assert leftovers(host, settings) == []
+
+
+def test_rescore_scores_the_collected_output_again_without_an_agent(osworld, settings, tmp_path, desktop_image):
+    out = tmp_path / "run"
+    done = cu_run("run", "--suite", str(osworld), "--agent", "oracle", "--tasks", SAMPLE[0], "--out", str(out),
+                  timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    again = tmp_path / "rescored"
+    done = cu_run("rescore", str(out), "--out", str(again), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rescored 1 episodes" in done.stdout and "0 changed" in done.stdout
+    assert results(again)[SAMPLE[0]]["outcome"] == "pass"
+    assert json.loads((again / "run.json").read_text())["rescored"][0]["evaluators"]["version"] == "desktop-env 1.0.2"
+    assert not (out / "run.json").read_text().count("rescored")  # the run itself is never written
+
+
+# Hostile agents against an imported task whose getter reads a file of the user's with no
+# postconfig in between (Impress's auto-save setting in LibreOffice's registrymodifications.xcu).
+TARGET_TASK = "2cd43775-7085-45d8-89fa-9e35c0a915cf"
+XCU = "$HOME/.config/libreoffice/4/user/registrymodifications.xcu"
+ATTACKS = {
+    "getter-fifo": f'quit soffice.bin\nrm -f "{XCU}"\nmkfifo "{XCU}"',
+    "getter-link": f'quit soffice.bin\nrm -f "{XCU}"\nln -s /etc/shadow "{XCU}"',
+    "getter-huge": f'quit soffice.bin\nrm -f "{XCU}"\ntruncate -s 100G "{XCU}"',
+    # a daemon that, once the agent is over, would write the solved setting: the agent's
+    # processes are killed before the collector, so it never gets to
+    "getter-late-daemon": (f'quit soffice.bin\ncp "{XCU}" "$HOME/.solved"\n'
+                           "sed -i 's|</oor:items>|<item oor:path=\"/org.openoffice.Office.Common/Save/Document\">"
+                           "<prop oor:name=\"AutoSaveTimeIntervall\" oor:op=\"fuse\"><value>3</value></prop></item>"
+                           f"</oor:items>|' \"$HOME/.solved\"\n"
+                           f'setsid nohup sh -c \'sleep 20; cp "$HOME/.solved" "{XCU}"\' >/dev/null 2>&1 &'),
+}
+
+
+@pytest.mark.full
+def test_hostile_agents_against_a_getter_fail_and_leave_the_host_alone(desktop_image, osworld, tmp_path):
+    import shutil
+
+    suite = tmp_path / "hostile"
+    for name, attack in ATTACKS.items():
+        folder = suite / name
+        shutil.copytree(osworld / TARGET_TASK, folder)
+        spec = (folder / "task.yaml").read_text().replace(f"id: {TARGET_TASK}", f"id: {name}")
+        (folder / "task.yaml").write_text(spec)
+        (folder / "oracle.sh").write_text('. "$TASK_DIR/oracle_lib.sh"\n' + attack + "\n")
+    out = tmp_path / "run"
+    done = cu_run("run", "--suite", str(suite), "--agent", "oracle", "--out", str(out), timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = results(out)
+    assert {t: r["outcome"] for t, r in records.items()} == dict.fromkeys(ATTACKS, "fail"), records
+    for name in ("getter-fifo", "getter-link"):
+        assert (out / name / "1" / "collected" / "result-0" / "0.missing").exists()
+    assert (out / "getter-huge" / "1" / "collected" / "result-0" / "0.too-large").exists()
+    assert not any(p.is_symlink() for p in out.rglob("*"))
+    assert all(r["duration_s"] < 900 for r in records.values())
