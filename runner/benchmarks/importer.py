@@ -10,7 +10,8 @@
     <suite>/<id>/steps.sh          the helpers both call
     <suite>/<id>/oracle.sh         cu-run's own solution, where the overlay has one
                                    (runner/benchmarks/oracles/<bench>/<id>.sh, with _lib.sh
-                                   beside it as oracle_lib.sh)
+                                   beside it as oracle_lib.sh); <id>.excluded there is a reason
+                                   the task cannot run here that only running it showed
 
 A task that cannot run here is written all the same, with its reasons in `excluded`: runs
 leave it out, `tasks list` shows why. Importing again into the same folder replaces the
@@ -157,6 +158,9 @@ def _write_task(folder: Path, ident: str, task: UpstreamTask, tree: UpstreamTree
             continue  # the Google Drive reason says it
         if problem not in excluded:
             excluded.append(problem)
+    overlay = OVERLAYS / task.bench / f"{ident}.excluded"
+    if overlay.is_file():  # found by validating cu-run's oracles: what this guest cannot do
+        excluded.append(overlay.read_text().strip())
     fidelity = profile.fidelity(task, setup)
     if str(task.data.get("id")) != Path(task.path).stem:
         fidelity.append(f"the file's id field says {task.data.get('id')}: the task is named by its file")

@@ -32,7 +32,11 @@ PLACEHOLDERS = {
 
 STEPS_SH = r"""# cu-run's helpers for OSWorld's steps (written by `cu-run tasks import`; sourced by setup.sh
 # and collect.sh, which run as root). Each acts as the desktop user, on its display.
-osw_user() { as_user env DISPLAY=:0 XAUTHORITY="$USER_HOME/.Xauthority" "$@"; }
+# The session's D-Bus too: gsettings writes through dconf on it, as upstream's steps run in the session.
+osw_user() {
+    as_user env DISPLAY=:0 XAUTHORITY="$USER_HOME/.Xauthority" \
+        DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$(id -u "$DESKTOP_USER")/bus" "$@"
+}
 osw_launch() { osw_user setsid -f "$@" >/dev/null 2>&1 </dev/null; }
 osw_launch_shell() { osw_user setsid -f sh -c "$1" >/dev/null 2>&1 </dev/null; }
 osw_execute() { osw_user "$@"; }

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.skipif(DATA is None, reason="the benchmarks' task files
 
 @pytest.fixture(scope="module")
 def env():
-    from conftest import TEST_HOME as cache
+    from conftest import TEST_HOME
 
-    return ensure_env(cache)
+    return ensure_env(TEST_HOME)
 
 
 def upstream(root: Path, domain: str, stem: str) -> dict:

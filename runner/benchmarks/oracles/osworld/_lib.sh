@@ -26,3 +26,8 @@ gimp_set() {
     sed -i "/^($2 /d" "$f"
     printf '(%s %s)\n' "$2" "$3" >> "$f"
 }
+
+# gset SCHEMA KEY VALUE: a GSettings key, through the session's dconf as the desktop's settings do
+gset() {
+    DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$(id -u)/bus" gsettings set "$1" "$2" "$3"
+}
