@@ -20,19 +20,21 @@ def main() -> None:
     from runner.owner import raise_on_termination
 
     raise_on_termination()
+    # Messages print unwrapped (soft_wrap): a path or a fix command broken across lines cannot be
+    # copied, and a search for it in a log misses.
     try:
         app()
     except UsageError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(ExitCode.BAD_INPUT)
     except InfraError as exc:
-        err.print(f"[bold red]infrastructure error:[/] {escape(str(exc))}")
+        err.print(f"[bold red]infrastructure error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(ExitCode.INFRA)
     except CuRunError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(ExitCode.BAD_INPUT)
     except Insisted as exc:
-        err.print(f"[bold red]interrupted:[/] {escape(str(exc))}")
+        err.print(f"[bold red]interrupted:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
         err.print("interrupted; everything started was removed")
