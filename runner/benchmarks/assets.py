@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from runner.benchmarks.classify import getters, steps
 from runner.errors import UsageError
@@ -166,8 +166,16 @@ def sha256_file(path: Path) -> str:
 
 
 def _open(url: str):
-    request = urllib.request.Request(url, headers={"User-Agent": "cu-run assets fetch"})
+    request = urllib.request.Request(_quoted(url), headers={"User-Agent": "cu-run assets fetch"})
     return urllib.request.urlopen(request, timeout=TIMEOUT_S)  # noqa: S310 - http(s) URLs of the suite's tasks
+
+
+def _quoted(url: str) -> str:
+    """URL with its path and query percent-encoded: upstream's task files name files in Chinese
+    and with spaces, which HTTP cannot carry as they are (an escape already there is kept)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=quote(parts.path, safe="/%:@!$&'()*+,;="),
+                                     query=quote(parts.query, safe="/%:@!$&'()*+,;=?")))
 
 
 def _mirrored(url: str, mirror: str | None) -> str:

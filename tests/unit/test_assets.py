@@ -5,8 +5,6 @@ named. Stand-in files are served on loopback: nothing here reaches the internet.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,51 +13,7 @@ from runner.benchmarks.assets import AssetStore, urls_of
 from runner.benchmarks.host_scoring import prepare
 from runner.errors import UsageError
 from runner.tasks.model import load_suite
-
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-
-
-class StandIns:
-    """A loopback server of stand-in files, and of Hugging Face's revision API for one dataset."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-        self.asked: list[str] = []
-        stand_ins = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                stand_ins.asked.append(self.path)
-                if self.path == "/api/datasets/lab/cache/revision/main":
-                    body = json.dumps({"sha": REVISION}).encode()
-                elif self.path in stand_ins.files:
-                    body = stand_ins.files[self.path]
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc):
-        self.server.shutdown()
-        self.server.server_close()
-
+from stand_ins import REVISION, StandIns
 
 HF = "https://huggingface.co/datasets/lab/cache/resolve/main"
 

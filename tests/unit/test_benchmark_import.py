@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,38 @@ def test_the_hard_20_walk_without_assets_names_each_skipped_task_and_why(osworld
     no_store = [s for s in selection.skipped if "no asset store was given" in s["reason"]]
     assert no_store and all(s["reason"].startswith("cannot be tried here: ") for s in selection.skipped)
     assert len(selection.tasks) < 20
+
+
+def test_the_hard_20_walk_with_a_stand_in_asset_store_completes(osworld, tmp_path):
+    """Every file the pool needs, fetched from stand-ins on loopback into a store: the walk tries
+    each task that runs here, and stops at 20 kept."""
+    from runner.benchmarks.assets import AssetStore, missing_assets, task_assets
+    from runner.tasks.selection import Exclusions, draw, walk_order
+    from stand_ins import StandIns
+
+    suite = load_suite(str(osworld))
+    exclusions = Exclusions(tags=HARD20_EXCLUDED, include=(("test-all",), HARD20_DOMAINS))
+    pool = [t for t in suite.tasks if exclusions.admits(t)]
+    urls = sorted({u for t in pool for u in task_assets(t).all})
+    store = AssetStore(tmp_path / "assets")
+    with StandIns(lambda path: f"stand-in for {path}".encode()) as served:
+        fetched, failures = store.fetch(urls, mirror=served.url)
+    assert failures == [] and fetched == len(urls) > 100
+    # Upstream names some files in Chinese: they travel percent-encoded, and are kept under the URL as written.
+    assert any(re.search("%[89A-F][0-9A-F]", path) for path in served.asked) and any(not u.isascii() for u in store.index())
+    asked: list[str] = []
+
+    def fake_nop_baseline(ids: list[str]) -> dict[str, tuple[str, str]]:
+        asked.extend(ids)  # a stand-in for nop episodes: each completes and scores 0
+        return {i: ("fail", "score 0") for i in ids}
+
+    selection = draw(suite, 20261020, 20, exclusions, fake_nop_baseline, baseline_name="nop",
+                     precheck=missing_assets(tmp_path / "assets"))
+    assert len(selection.tasks) == 20
+    order = walk_order([t.id for t in pool], 20261020)
+    reached = order[:order.index(selection.tasks[-1]) + 1]
+    assert sorted(selection.tasks + [s["id"] for s in selection.skipped]) == sorted(reached)  # no task passed over
+    assert not [s for s in selection.skipped if "asset" in s["reason"]]  # the store has every file
+    by_id = {t.id: t for t in suite.tasks}
+    assert all(by_id[s["id"]].spec.excluded for s in selection.skipped)  # only tasks that cannot run here
+    assert selection.tasks == [i for i in order if i in asked]

@@ -1,0 +1,59 @@
+"""A loopback HTTP server of stand-in files, and of Hugging Face's revision API for its datasets:
+the asset store's tests reach nothing outside this machine."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+_REVISION_API = re.compile(r"^/api/datasets/[^/]+/[^/]+/revision/main$")
+
+
+class StandIns:
+    """FILES: a path's bytes, from a dict, or from a function of the path (None: 404)."""
+
+    def __init__(self, files: dict[str, bytes] | Callable[[str], bytes | None]) -> None:
+        self.files = files
+        self.asked: list[str] = []
+        stand_ins = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                stand_ins.asked.append(self.path)
+                body = stand_ins.body(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def body(self, path: str) -> bytes | None:
+        if _REVISION_API.match(path):
+            return json.dumps({"sha": REVISION}).encode()
+        if callable(self.files):
+            return self.files(path)
+        return self.files.get(path)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.server.shutdown()
+        self.server.server_close()
