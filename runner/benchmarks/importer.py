@@ -82,6 +82,8 @@ def _linux_fidelity(task: UpstreamTask, setup: linux_steps.Script) -> list[str]:
         notes.append("python is Debian 12's python3, with pyautogui from PyPI (upstream: Ubuntu 22.04's)")
     if task.domain == "chrome" or "google-chrome" in text:
         notes.append("google-chrome is Debian's Chromium under Chrome's name and profile folder")
+    if re.search(r'"pkill", "chrome"|"(pkill|killall) chrome"', text):
+        notes.append("upstream's `pkill chrome` ends Chromium and waits until it has exited (its profile written)")
     if task.domain == "os" or re.search(r"gnome|gsettings|nautilus", text):
         notes.append("the desktop is XFCE, not GNOME: GNOME's settings and apps are not there")
     if any("upstream sleeps" in line for line in setup.lines):

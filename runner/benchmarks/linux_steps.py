@@ -76,6 +76,16 @@ osw_download() {  # URL DEST: the asset the runner staged for URL, put at DEST a
     mkdir -p "$(dirname "$2")"
     cp "$TASK_DIR/assets/$_sha" "$2" && chown "$DESKTOP_USER:" "$2"
 }
+osw_quit_chrome() {  # upstream's `pkill chrome`: Chrome here is Chromium, whose processes are
+    # named chromium. TERM makes it write its profile; waiting for it to end (30 s at most) lets
+    # the next launch find the profile written and unlocked, where upstream's sleep guesses.
+    pkill -x chromium || return 0
+    _deadline=$(($(date +%s) + 30))
+    while pgrep -x chromium >/dev/null; do
+        [ "$(date +%s)" -lt "$_deadline" ] || { pkill -KILL -x chromium; break; }
+        sleep 0.3
+    done
+}
 osw_chrome_open_tabs() {  # URL...: upstream opens them in the Chrome it debugs on port 9222
     osw_launch google-chrome --remote-debugging-port=1337 "$@"
     osw_wait_window "chrom" 180
@@ -98,6 +108,10 @@ osw_collect_file() {  # SLOT INDEX PATH: a copy of the user's file, if it is one
     else
         : > "$EXPORT/$1/$2.missing"
     fi
+}
+osw_collect_home() {  # SLOT RELATIVE: the user's ~/RELATIVE as SLOT/home/RELATIVE, for a getter
+    # of upstream's that reads it under $HOME (runner.benchmarks.score_entry runs it on the host)
+    osw_collect_file "$1/home/$(dirname -- "$2")" "$(basename -- "$2")" "$USER_HOME/$2"
 }
 osw_collect_command() {  # SLOT ARGV...: the command's output and errors, run as the user
     _slot=$1; shift
@@ -133,8 +147,13 @@ def fill(value: Any) -> Any:
 SUDO = re.compile(r"echo\s+['\"]?(\{CLIENT_PASSWORD\}|password)['\"]?\s*\|\s*sudo\s+-S\s+")
 
 
+QUIT_CHROME = ("pkill chrome", "killall chrome")
+
+
 def _command(params: dict[str, Any], runner: str) -> str:
     command = fill(params.get("command"))
+    if (" ".join(map(str, command)) if isinstance(command, list) else str(command).strip()) in QUIT_CHROME:
+        return "osw_quit_chrome"
     if isinstance(command, str) or params.get("shell"):
         text = command if isinstance(command, str) else " ".join(command)
         if SUDO.search(text):
@@ -228,6 +247,24 @@ def _collect_home_file(relative: str) -> Callable[[str, dict[str, Any]], list[st
     return collect
 
 
+# Upstream's getters that read one file of Chrome's profile under $HOME: the collector gathers
+# that file, and the host runs the getter itself on it (runner.benchmarks.score_entry).
+CHROME_PROFILE_GETTERS = {
+    **dict.fromkeys(("default_search_engine", "profile_name", "chrome_font_size", "enable_do_not_track",
+                     "enable_enhanced_safety_browsing", "enable_safe_browsing", "new_startup_page",
+                     "data_delete_automacally", "find_unpacked_extension_path",
+                     "find_installed_extension_name"), "Default/Preferences"),
+    "bookmarks": "Default/Bookmarks",
+    "chrome_language": "Local State",
+    "enabled_experiments": "Local State",
+}
+
+
+def _collect_chrome_profile(slot: str, config: dict[str, Any]) -> list[str]:
+    relative = f".config/google-chrome/{CHROME_PROFILE_GETTERS[config['type']]}"
+    return [f"osw_collect_home {slot} {shlex.quote(relative)}"]
+
+
 def _host_only(slot: str, config: dict[str, Any]) -> list[str]:
     return []  # rules and gold files: the host has them; nothing of the guest's is read
 
@@ -240,6 +277,7 @@ COLLECTORS: dict[str, Callable[[str, dict[str, Any]], list[str]]] = {
     "vm_command_error": _collect_command,
     "vlc_config": _collect_home_file(".config/vlc/vlcrc"),
     "gimp_config_file": _collect_home_file(".config/GIMP/2.10/{file_name}"),
+    **dict.fromkeys(CHROME_PROFILE_GETTERS, _collect_chrome_profile),
 }
 
 

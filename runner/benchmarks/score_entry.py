@@ -20,9 +20,11 @@ conj "and" (the default) the first metric at 0 makes the score 0, else it is the
 """
 
 import ast
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import io
 import json
 import os
 import shutil
@@ -31,10 +33,29 @@ import traceback
 import types
 
 METRICS_PACKAGE = "desktop_env.evaluators.metrics"
+GETTERS_PACKAGE = "desktop_env.evaluators.getters"
 
 
 class LeftOut(ImportError):
     pass
+
+
+class _Unusable:
+    """A name imported from a left-out module (`from playwright.sync_api import expect`): using it
+    in any way raises LeftOut."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def _refuse(self, *_args, **_kwargs):
+        raise LeftOut(f"{self._name}: {self._name.split('.')[0]} is left out of the scoring venv")
+
+    __call__ = __iter__ = __enter__ = __getitem__ = _refuse
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        self._refuse()
 
 
 class _LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -56,7 +77,7 @@ class _LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             def __getattr__(self, attribute):
                 if attribute.startswith("__"):
                     raise AttributeError(attribute)
-                raise LeftOut(f"{name}.{attribute}: {name} is left out of the scoring venv")
+                return _Unusable(f"{name}.{attribute}")
 
         module = _Absent(name)
         module.__path__ = []
@@ -66,10 +87,10 @@ class _LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def metric_modules(package_root):
-    """{function name: module name} from the metrics package's __init__ (`from .table import ...`),
-    read as text: importing it would import every metric's dependencies."""
-    init = os.path.join(package_root, *METRICS_PACKAGE.split("."), "__init__.py")
+def metric_modules(package_root, package=METRICS_PACKAGE):
+    """{function name: module name} from PACKAGE's __init__ (`from .table import ...`), read as
+    text: importing it would import every metric's (or getter's) dependencies."""
+    init = os.path.join(package_root, *package.split("."), "__init__.py")
     with open(init, encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
     found = {}
@@ -80,19 +101,19 @@ def metric_modules(package_root):
     return found
 
 
-def load_metric(package_root, name):
-    """The metric function NAME, its module imported without the packages' __init__ files."""
-    modules = metric_modules(package_root)
+def load_metric(package_root, name, package=METRICS_PACKAGE):
+    """The function NAME of PACKAGE, its module imported without the packages' __init__ files."""
+    modules = metric_modules(package_root, package)
     if name not in modules:
-        raise LookupError(f"metric {name} is not in {METRICS_PACKAGE} of {package_root}")
-    parts = METRICS_PACKAGE.split(".")
+        raise LookupError(f"{name} is not in {package} of {package_root}")
+    parts = package.split(".")
     for depth in range(1, len(parts) + 1):
-        package = ".".join(parts[:depth])
-        if package not in sys.modules:
-            module = types.ModuleType(package)
+        name_so_far = ".".join(parts[:depth])
+        if name_so_far not in sys.modules:
+            module = types.ModuleType(name_so_far)
             module.__path__ = [os.path.join(package_root, *parts[:depth])]
-            sys.modules[package] = module
-    module = importlib.import_module(f"{METRICS_PACKAGE}.{modules[name]}")
+            sys.modules[name_so_far] = module
+    module = importlib.import_module(f"{package}.{modules[name]}")
     return getattr(module, name)
 
 
@@ -152,6 +173,42 @@ def _home_file(job, slot, config):
     return _collected_file(job, slot, 0, config["dest"])
 
 
+class _GatheredHome:
+    """Upstream's `env` for a getter of its own that reads one file under $HOME (Chrome's
+    Preferences): the guest it asks is the home the collector gathered, nothing else."""
+
+    vm_platform = "Linux"
+
+    def __init__(self, home):
+        self.home = os.path.realpath(home)
+        self.controller = self
+
+    def execute_python_command(self, command):
+        # Such a getter asks the guest's Python where the file is (os.getenv('HOME')); the same
+        # text runs here with HOME the gathered home.
+        printed, saved = io.StringIO(), os.environ.get("HOME")
+        os.environ["HOME"] = self.home
+        try:
+            with contextlib.redirect_stdout(printed):
+                exec(command, {})  # noqa: S102 - the getter's own text, from the benchmark's code
+        finally:
+            os.environ["HOME"] = saved or ""
+        return {"status": "success", "output": printed.getvalue(), "error": ""}
+
+    def get_file(self, path):
+        """The file's bytes; None, as upstream's controller answers, for anything else."""
+        real = os.path.realpath(path)
+        if not real.startswith(self.home + os.sep) or not os.path.isfile(real):
+            return None
+        with open(real, "rb") as handle:
+            return handle.read()
+
+
+def _upstream_getter(job, slot, config):
+    getter = load_metric(job["package_root"], f"get_{config['type']}", GETTERS_PACKAGE)
+    return getter(_GatheredHome(os.path.join(job["collected"], slot, "home")), config)
+
+
 GETTERS = {
     "rule": lambda job, slot, config: config["rules"],
     "vm_file": get_vm_file,
@@ -164,7 +221,15 @@ GETTERS = {
 
 
 def state(job, key, index, config):
-    return GETTERS[config["type"]](job, f"{key}-{index}", config)
+    """What the getter of CONFIG returns: ours for what we gather ourselves, upstream's own for a
+    file it reads under the home (the collector gathered it into the slot's home/)."""
+    slot = f"{key}-{index}"
+    getter = GETTERS.get(config["type"])
+    if getter is None and os.path.isdir(os.path.join(job["collected"], slot, "home")):
+        getter = _upstream_getter
+    if getter is None:
+        raise LookupError(f"getter {config['type']}: nothing was collected for it")
+    return getter(job, slot, config)
 
 
 def score(job):

@@ -32,7 +32,11 @@ REQUIREMENTS = Path(__file__).with_name("scoring-requirements.txt")
 DEFAULT_EVALUATORS = "desktop-env==1.0.2"
 # Modules the venv leaves out on purpose: importing them works (upstream imports them at the top of
 # its modules), using them fails the metric (runner.benchmarks.score_entry).
-LEFT_OUT = {"easyocr": "needs torch", "librosa": "needs numba and llvmlite"}
+LEFT_OUT = {"easyocr": "needs torch", "librosa": "needs numba and llvmlite",
+            # imported at the top of upstream's Chrome getters; only the getters that reach a live
+            # browser or Google Drive use them, and those tasks do not run here
+            "playwright": "drives a live browser (its tasks do not run here)",
+            "pydrive": "reads Google Drive (its tasks do not run here)"}
 METRICS_DIR = ("desktop_env", "evaluators", "metrics")
 _PYPI_SPEC = re.compile(r"^(desktop-env)==([0-9][0-9A-Za-z.+-]*)$")
 
@@ -43,7 +47,7 @@ class ScoringEnv:
     package_root: Path  # holds desktop_env/
     source: str  # as given: desktop-env==1.0.2, or a checkout's path
     version: str  # desktop-env 1.0.2, or the checkout's commit
-    evaluators_sha256: str  # of the metrics package's files
+    evaluators_sha256: str  # of the metrics' and getters' files
 
     @property
     def left_out(self) -> tuple[str, ...]:
@@ -138,11 +142,12 @@ def _site_packages(venv: Path) -> Path:
 
 
 def evaluators_sha256(package_root: Path) -> str:
-    """A hash of the metrics package's Python files: what scored, in a run's provenance."""
+    """A hash of the metrics' and getters' Python files (the Chrome profile getters run on the
+    host too): what scored, in a run's provenance."""
     digest = hashlib.sha256()
-    metrics = package_root.joinpath(*METRICS_DIR)
-    for path in sorted(metrics.rglob("*.py")):
-        digest.update(str(path.relative_to(metrics)).encode() + b"\0" + path.read_bytes() + b"\0")
+    evaluators = package_root.joinpath(*METRICS_DIR).parent
+    for path in sorted([*evaluators.joinpath("metrics").rglob("*.py"), *evaluators.joinpath("getters").rglob("*.py")]):
+        digest.update(str(path.relative_to(evaluators)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

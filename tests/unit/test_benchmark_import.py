@@ -147,6 +147,23 @@ def test_the_collector_runs_postconfig_then_gathers_each_getter():
     assert script.problems == []
 
 
+def test_chromes_profile_getters_gather_their_file_and_pkill_chrome_ends_chromium():
+    data = {"evaluator": {
+        "postconfig": [{"type": "launch", "parameters": {"command": ["pkill", "chrome"]}},
+                       {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}}],
+        "func": ["is_expected_bookmarks", "exact_match"],
+        "result": [{"type": "bookmarks"}, {"type": "profile_name"}],
+        "expected": [{"type": "rule", "rules": {}}, {"type": "rule", "rules": {}}]}}
+    script = collect_script(data)
+    assert script.lines[2:4] == ["osw_quit_chrome", "osw_launch google-chrome --remote-debugging-port=1337"]
+    assert "osw_collect_home result-0 .config/google-chrome/Default/Bookmarks" in script.lines
+    assert "osw_collect_home result-1 .config/google-chrome/Default/Preferences" in script.lines
+    assert script.problems == []
+    # a getter that reaches the live browser is still not gathered
+    live = collect_script({"evaluator": {"func": "f", "result": {"type": "open_tabs_info"}}})
+    assert live.problems == ["getter open_tabs_info: the collector does not gather it yet"]
+
+
 def test_importing_again_replaces_the_import_and_a_foreign_folder_is_refused(tmp_path):
     out = tmp_path / "suite"
     import_tree("waa", WAA, out)

@@ -101,3 +101,26 @@ def test_osworld_metrics_the_env_lacks_are_named(env, tmp_path):
     problems = metric_problems(env, [task("vlc", "5ac2891a-eacd-4954-b339-98abba077adb"),
                                      task("libreoffice_impress", "2cd43775-7085-45d8-89fa-9e35c0a915cf")])
     assert problems == ["5ac2891a-eacd-4954-b339-98abba077adb: metric check_play_and_exit is not in desktop-env 1.0.2"]
+
+
+def test_osworld_chrome_setting_scores_with_upstreams_getter_on_the_gathered_profile(env, tmp_path):
+    # enable_do_not_track: upstream's own getter reads Preferences under the gathered home
+    data = upstream(OSWORLD, "chrome", "030eeff7-b492-4218-b312-701ec99ee0cc")
+    scoring = HostScoring(env)
+    prefs = "result-0/home/.config/google-chrome/Default/Preferences"
+    on = score_collected_from(scoring, data, collected(tmp_path / "a", {prefs: b'{"enable_do_not_track": true}'}))
+    off = score_collected_from(scoring, data, collected(tmp_path / "b", {prefs: b'{"enable_do_not_track": false}'}))
+    missing = score_collected_from(scoring, data, collected(tmp_path / "c", {prefs + ".missing": b""}))
+    assert (on[0].kind, off[0].kind) == ("pass", "fail"), (on, off)
+    assert missing[0].kind == "fail"  # upstream's getter answers "false" when it finds no file
+
+
+def test_osworld_bookmarks_score_from_the_gathered_bookmarks_file(env, tmp_path):
+    data = upstream(OSWORLD, "chrome", "2ad9387a-65d8-4e33-ad5b-7580065a27ca")
+    bookmarks = "result-0/home/.config/google-chrome/Default/Bookmarks"
+    folder = {"roots": {"bookmark_bar": {"children": [{"type": "folder", "name": "Favorites", "children": []}]}}}
+    scoring = HostScoring(env)
+    good = score_collected_from(scoring, data, collected(tmp_path / "a", {bookmarks: json.dumps(folder).encode()}))
+    empty = score_collected_from(scoring, data, collected(tmp_path / "b", {bookmarks: b'{"roots": {}}'}))
+    assert good[0].kind == "pass", good
+    assert empty[0].kind != "pass", empty

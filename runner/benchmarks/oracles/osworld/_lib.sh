@@ -31,3 +31,21 @@ gimp_set() {
 gset() {
     DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$(id -u)/bus" gsettings set "$1" "$2" "$3"
 }
+
+# chrome_edit FILE PYTHON: Chrome's profile file FILE (under ~/.config/google-chrome) changed by
+# the Python statements PYTHON on `d`, its JSON, with Chrome closed so that it cannot write over
+# the change; as its settings page would have saved it. Chrome here is Chromium (process chromium).
+chrome_edit() {
+    quit chromium
+    f="$HOME/.config/google-chrome/$1"
+    mkdir -p "$(dirname "$f")"
+    python3 - "$f" "$2" <<'PY'
+import json, os, sys
+path, change = sys.argv[1], sys.argv[2]
+d = json.load(open(path)) if os.path.exists(path) else {}
+exec(change)
+with open(path + ".new", "w") as out:
+    json.dump(d, out)
+os.replace(path + ".new", path)
+PY
+}
