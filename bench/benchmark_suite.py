@@ -36,14 +36,18 @@ DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "osworld-f6cee71"
 OSWORLD_SLEEPS_S = 60 + 20  # its runner: after setup, and before scoring
 
 
-def import_offline(source: Path, out: Path) -> tuple[str, ...]:
-    """Imports SOURCE into OUT; the offline tasks that run here and have an oracle."""
+def import_offline(settings: Settings, source: Path, out: Path) -> tuple[str, ...]:
+    """Imports SOURCE into OUT; the offline tasks that run here, that the scoring env can score,
+    and that have an oracle."""
+    from runner.benchmarks.host_scoring import metric_problems
     from runner.benchmarks.importer import import_tree
+    from runner.benchmarks.scoring_env import ensure_env
 
     import_tree("osworld", source, out)
-    suite = load_suite(str(out))
-    return tuple(t.id for t in suite.select(None, TagFilter(include=(("offline",),)))
-                 if (t.folder / "oracle.sh").is_file())
+    tasks = [t for t in load_suite(str(out)).select(None, TagFilter(include=(("offline",),)))
+             if (t.folder / "oracle.sh").is_file()]
+    unscorable = {p.split(": ", 1)[0] for p in metric_problems(ensure_env(settings.cache_dir), tasks)}
+    return tuple(t.id for t in tasks if t.id not in unscorable)
 
 
 def _median(values: list[float]) -> float | None:
@@ -74,7 +78,7 @@ def main() -> None:
     pools: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / "osworld"
-        offline = import_offline(args.source, suite)
+        offline = import_offline(settings, args.source, suite)
         tasks = tuple(t for t in args.tasks.split(",") if t) or offline
         for pool in (int(p) for p in args.pools.split(",")):
             out = Path(tmp) / f"pool_{pool}"

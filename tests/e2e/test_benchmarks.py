@@ -108,3 +108,77 @@ def test_hostile_agents_against_a_getter_fail_and_leave_the_host_alone(desktop_i
     assert (out / "getter-huge" / "1" / "collected" / "result-0" / "0.too-large").exists()
     assert not any(p.is_symlink() for p in out.rglob("*"))
     assert all(r["duration_s"] < 900 for r in records.values())
+
+
+# The hard-20 rule (docs/benchmarks.md) as the docs give it, on stand-in files: valid files of
+# each kind (a workbook, a document, a presentation, an image), different for each URL, served on
+# loopback and fetched into an asset store; the walk's nop baseline runs on real VMs.
+HARD20 = ("--seed", "20261020", "--tags", "test-all",
+          "--tags", "multi_apps,libreoffice_calc,libreoffice_writer,libreoffice_impress,gimp,thunderbird",
+          "--exclude-tags", "test-small,infeasible,gdrive,systemd,gnome-settings,audio")
+MAKE_STAND_INS = r"""
+import json, sys, zlib
+from pathlib import Path
+import docx, openpyxl, pptx
+from PIL import Image
+out = Path(sys.argv[1])
+for number, url in enumerate(json.loads(Path(sys.argv[2]).read_text())):
+    path, mark = out / f"{number}", f"stand-in {zlib.crc32(url.encode())}"
+    kind = url.rsplit(".", 1)[-1].lower()
+    if kind == "xlsx":
+        book = openpyxl.Workbook(); book.active["A1"] = mark; book.active["B2"] = number; book.save(path)
+    elif kind == "docx":
+        doc = docx.Document(); doc.add_paragraph(mark); doc.save(path)
+    elif kind == "pptx":
+        deck = pptx.Presentation(); deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = mark; deck.save(path)
+    elif kind in ("png", "jpg", "jpeg"):
+        Image.new("RGB", (64, 48), (number % 256, 80, 160)).save(path, "PNG" if kind == "png" else "JPEG")
+    else:
+        path.write_text(mark + "\n")
+"""
+
+
+@pytest.mark.full
+def test_the_hard_20_walk_on_stand_in_files_keeps_tasks_whose_nop_completes_at_0(desktop_image, osworld, settings,
+                                                                                  tmp_path):
+    import subprocess
+    from urllib.parse import quote, urlsplit
+
+    from unit.stand_ins import REVISION, StandIns
+
+    from runner.benchmarks.assets import task_assets
+    from runner.benchmarks.scoring_env import ensure_env
+    from runner.tasks.model import load_suite
+
+    suite = load_suite(str(osworld))
+    urls = sorted({u for t in suite.tasks for u in task_assets(t).all})
+    made = tmp_path / "made"
+    made.mkdir()
+    (tmp_path / "urls.json").write_text(json.dumps(urls))
+    env = ensure_env(settings.cache_dir)
+    subprocess.run([str(env.python), "-c", MAKE_STAND_INS, str(made), str(tmp_path / "urls.json")], check=True,
+                   timeout=600)
+    by_path = {quote(urlsplit(u).path, safe="/%:@!$&'()*+,;="): (made / str(n)).read_bytes() for n, u in enumerate(urls)}
+
+    def served(path: str) -> bytes | None:  # any revision of the dataset: the fetch pins one
+        return by_path.get(path.replace(f"/resolve/{REVISION}/", "/resolve/main/"))
+
+    store = tmp_path / "assets"
+    with StandIns(served) as stand_ins:
+        done = cu_run("assets", "fetch", "--suite", str(osworld), "--assets", str(store), "--mirror", stand_ins.url,
+                      timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = tmp_path / "hard2.yaml"
+    done = cu_run("tasks", "select", "--suite", str(osworld), *HARD20, "--count", "2", "--vm-pool", "2",
+                  "--assets", str(store), "--out", str(out), timeout=5400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    import yaml
+
+    selection = yaml.safe_load(out.read_text())
+    assert len(selection["tasks"]) == 2, selection
+    baseline = results(tmp_path / selection["baseline_run"])
+    for task_id in selection["tasks"]:
+        assert baseline[task_id]["outcome"] == "fail"
+        scored = json.loads((tmp_path / selection["baseline_run"] / task_id / "1" / "scoring.json").read_text())
+        assert scored["score"] == 0.0  # setup and evaluation completed, and doing nothing scored 0
+    assert all(s["reason"] for s in selection["skipped"])
