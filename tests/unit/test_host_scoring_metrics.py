@@ -24,10 +24,8 @@ pytestmark = pytest.mark.skipif(DATA is None, reason="the benchmarks' task files
 
 
 @pytest.fixture(scope="module")
-def env():
-    from conftest import TEST_HOME
-
-    return ensure_env(TEST_HOME)
+def env(settings):
+    return ensure_env(settings.cache_dir)  # the tests' cache, where setup-host.sh --test made the venv
 
 
 def upstream(root: Path, domain: str, stem: str) -> dict:
