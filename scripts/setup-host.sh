@@ -81,3 +81,19 @@ fi
 if [ "$extras" = "test,inspect,cluster,live" ]; then
     .venv/bin/cu-run scoring env --cache-dir "${CU_RUN_TEST_HOME:-$HOME/.cache/cu-run-tests}" >/dev/null
 fi
+
+# The e2e tests run the real Claude Code and Codex CLIs against a fake model on loopback
+# (tests/fake_model.py): pinned releases from npm, their native binaries, into the tests' cache.
+# --ignore-scripts: the binaries come as optional dependencies; nothing needs to run at install.
+if [ "$extras" = "test,inspect,cluster,live" ]; then
+    clis="${CU_RUN_TEST_HOME:-$HOME/.cache/cu-run-tests}/agent-clis"
+    wanted="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0"
+    if [ "$(cat "$clis/.installed" 2>/dev/null)" != "$wanted" ]; then
+        command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+        echo "== agent CLIs for the tests: $wanted"
+        rm -rf "$clis" && mkdir -p "$clis"
+        # shellcheck disable=SC2086 - one word per package
+        npm install --prefix "$clis" --ignore-scripts --no-audit --no-fund --loglevel=error $wanted >/dev/null
+        echo "$wanted" > "$clis/.installed"
+    fi
+fi

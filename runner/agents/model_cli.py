@@ -19,6 +19,11 @@ from typing_extensions import override
 
 AGENT_PREAMBLE = ("You operate a computer only through the cu-run MCP tools (screenshot, mouse, keyboard). "
                   "Start with a screenshot. When the task is done, stop.")
+# Codex's features that give the model its own tools on the host (a shell, image files, sub-agents,
+# a browser, its own computer use) or on the internet: each is turned off, so the VM is reached
+# through cu-run's MCP server alone. Its read-only sandbox stays as a second wall.
+CODEX_HOST_FEATURES = ("shell_tool", "unified_exec", "view_image", "multi_agent", "browser_use", "in_app_browser",
+                       "computer_use", "apps", "image_generation", "goals")
 DISALLOWED_HOST_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "Read", "Glob", "Grep", "LS", "NotebookEdit",
                          "NotebookRead", "WebFetch", "WebSearch", "Task", "TodoWrite")
 
@@ -123,7 +128,9 @@ class ClaudeAgent(ModelCliAgent):
                 *(["--model", self.model] if self.model else []),
                 "--output-format", "stream-json", "--verbose",
                 "--mcp-config", str(session.config_path), "--strict-mcp-config",
-                "--allowedTools", allowed, "--disallowedTools", ",".join(DISALLOWED_HOST_TOOLS),
+                # No built-in tool at all (`--tools ""`): the model is offered the episode's MCP tools
+                # and nothing of the host's; the deny list stays for a CLI that offers one anyway.
+                "--tools", "", "--allowedTools", allowed, "--disallowedTools", ",".join(DISALLOWED_HOST_TOOLS),
                 "--max-turns", str(self.max_turns), "--append-system-prompt", self.system_prompt]
 
 
@@ -135,7 +142,7 @@ class CodexAgent(ModelCliAgent):
     binary = "codex"
     bin_env = "CU_RUN_CODEX_BIN"
     credentials = (
-        ("an API key in OPENAI_API_KEY or CODEX_API_KEY (with OPENAI_BASE_URL for a gateway)",
+        ("an API key in OPENAI_API_KEY or CODEX_API_KEY (a gateway: a model provider in ~/.codex/config.toml)",
          _either("OPENAI_API_KEY", "CODEX_API_KEY")),
         ("a login saved by `codex login` (~/.codex/auth.json)", _file(".codex/auth.json")),
     )
@@ -144,9 +151,14 @@ class CodexAgent(ModelCliAgent):
     def argv(self, task: Task, session: McpSession) -> list[str]:
         table = f"mcp_servers.{SERVER_NAME}"
         enabled = "[" + ",".join(f'"{name}"' for name in session.tool_names) + "]"
+        host_tools_off = [arg for feature in CODEX_HOST_FEATURES for arg in ("-c", f"features.{feature}=false")]
         return [self.executable(), "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
                 *(["--model", self.model] if self.model else []),
+                *host_tools_off, "-c", 'web_search="disabled"',
                 "-c", f'{table}.url="{session.url}"',
                 "-c", f'{table}.bearer_token_env_var="CU_RUN_MCP_TOKEN"',
                 "-c", f"{table}.enabled_tools={enabled}",
+                # cu-run's server reaches only the episode's VM: its tools need no approval, which
+                # `codex exec` (approval policy "never") would otherwise refuse every call for
+                "-c", f'{table}.default_tools_approval_mode="approve"',
                 f"{self.system_prompt}\n\n{task.spec.instruction}"]

@@ -191,16 +191,21 @@ STEP_LINES: dict[str, Callable[[dict[str, Any], Script], str]] = {
 }
 
 
-def translate_steps(steps: list[dict[str, Any]], script: Script) -> None:
-    """Appends STEPS to SCRIPT. A sleep right before activate_window becomes a wait for that
-    window (a condition, not a time), bounded by 30 s like the activation itself."""
+StepLines = dict[str, Callable[[dict[str, Any], Script], str]]
+
+
+def translate_steps(steps: list[dict[str, Any]], script: Script, step_lines: StepLines | None = None) -> None:
+    """Appends STEPS to SCRIPT, each by its line maker in STEP_LINES (this guest's shell by
+    default; WAA's PowerShell passes its own). A sleep right before activate_window becomes a
+    wait for that window (a condition, not a time), bounded by 30 s like the activation itself."""
+    step_lines = STEP_LINES if step_lines is None else step_lines
     for number, step in enumerate(steps):
         kind, params = step.get("type"), step.get("parameters") or {}
         following = steps[number + 1] if number + 1 < len(steps) else {}
         if kind == "sleep" and following.get("type") == "activate_window":
             script.lines.append(f"# upstream sleeps {params.get('seconds')} s here; the next step waits for its window")
             continue
-        make = STEP_LINES.get(str(kind))
+        make = step_lines.get(str(kind))
         if make is None:
             script.problems.append(f"step {kind}: not translated to this guest")
             continue
@@ -292,13 +297,14 @@ def slots(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def collect_script(data: dict[str, Any]) -> Script:
-    """Upstream's postconfig, then each getter's gathering, then the export packed for the pull."""
-    script = Script()
-    translate_steps(list((data.get("evaluator") or {}).get("postconfig") or []), script)
-    script.lines.append("osw_export_begin")
+Collectors = dict[str, Callable[[str, dict[str, Any]], list[str]]]
+
+
+def gather_getters(data: dict[str, Any], script: Script, collectors: Collectors) -> None:
+    """Appends each getter's gathering by its maker in COLLECTORS; a getter without one, or with
+    parameters its maker cannot take, is a reason the task cannot run here."""
     for slot, config in slots(data):
-        make = COLLECTORS.get(str(config.get("type")))
+        make = collectors.get(str(config.get("type")))
         if make is None:
             script.problems.append(f"getter {config.get('type')}: the collector does not gather it yet")
             continue
@@ -306,6 +312,14 @@ def collect_script(data: dict[str, Any]) -> Script:
             script.lines += make(slot, config)
         except (KeyError, TypeError, ValueError) as exc:
             script.problems.append(f"getter {config.get('type')}: {exc}")
+
+
+def collect_script(data: dict[str, Any]) -> Script:
+    """Upstream's postconfig, then each getter's gathering, then the export packed for the pull."""
+    script = Script()
+    translate_steps(list((data.get("evaluator") or {}).get("postconfig") or []), script)
+    script.lines.append("osw_export_begin")
+    gather_getters(data, script, COLLECTORS)
     script.lines.append("osw_export_end")
     # No `set -e`: as upstream, a postconfig step that fails is logged and the rest goes on (the
     # agent may have closed the window a step activates); a getter that finds nothing leaves a

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runner.benchmarks.linux_steps import MAX_COLLECTED_FILE, Script, fill, slots
+from runner.benchmarks.linux_steps import MAX_COLLECTED_FILE, Script, fill, gather_getters, translate_steps
 
 EXPORT_DIR = "C:\\ProgramData\\cu-run\\export"
 UPSTREAM_HOME = "C:\\Users\\Docker"
@@ -152,29 +152,12 @@ STEP_LINES: dict[str, Callable[[dict[str, Any], Script], str]] = {
 }
 
 
-def _translate(steps: list[dict[str, Any]], script: Script) -> None:
-    for number, step in enumerate(steps):
-        kind, params = step.get("type"), step.get("parameters") or {}
-        following = steps[number + 1] if number + 1 < len(steps) else {}
-        if kind == "sleep" and following.get("type") == "activate_window":
-            script.lines.append(f"# upstream sleeps {params.get('seconds')} s here; the next step waits for its window")
-            continue
-        make = STEP_LINES.get(str(kind))
-        if make is None:
-            script.problems.append(f"step {kind}: not translated to this guest")
-            continue
-        try:
-            script.lines.append(make(params, script))
-        except (KeyError, TypeError) as exc:
-            script.problems.append(f"step {kind}: malformed parameters ({exc})")
-
-
 HEADER = ". (Join-Path $env:TASK_DIR 'steps.ps1')"
 
 
 def setup_script(data: dict[str, Any]) -> Script:
     script = Script()
-    _translate(list(data.get("config") or []), script)
+    translate_steps(list(data.get("config") or []), script, STEP_LINES)
     script.lines = ["# Translated from upstream's config steps by `cu-run tasks import` (upstream.json).", HEADER] \
         + script.lines
     return script
@@ -203,18 +186,10 @@ COLLECTORS: dict[str, Callable[[str, dict[str, Any]], list[str]]] = {
 
 def collect_script(data: dict[str, Any]) -> Script:
     script = Script()
-    _translate(list((data.get("evaluator") or {}).get("postconfig") or []), script)
+    translate_steps(list((data.get("evaluator") or {}).get("postconfig") or []), script, STEP_LINES)
     script.lines.append("$ErrorActionPreference = 'Continue'  # a getter that finds nothing leaves a marker")
     script.lines.append("Waa-ExportBegin")
-    for slot, config in slots(data):
-        make = COLLECTORS.get(str(config.get("type")))
-        if make is None:
-            script.problems.append(f"getter {config.get('type')}: the collector does not gather it yet")
-            continue
-        try:
-            script.lines += make(slot, config)
-        except (KeyError, TypeError, ValueError) as exc:
-            script.problems.append(f"getter {config.get('type')}: {exc}")
+    gather_getters(data, script, COLLECTORS)
     script.lines.append("Waa-ExportEnd")
     script.lines = ["# Upstream's postconfig and getters, by `cu-run tasks import` (upstream.json).", HEADER] \
         + script.lines

@@ -3,7 +3,8 @@ collector in the guest after the agent, the pull, and upstream's own metric (des
 PyPI) in the sandbox on the host (docs/benchmarks.md).
 
 The default tier validates offline tasks with cu-run's oracles: each oracle must score 1.0 and
-nop 0. The full tier validates every task with an oracle, and a hostile agent that turns the
+nop 0. The full tier validates every offline task that runs here, walks the hard-20 rule on
+stand-in files, and sets a hostile agent that turns the
 file a getter reads into a FIFO, a link to root's files and a huge file, which must each fail,
 never drop out of the rate, and change nothing on the host."""
 
@@ -53,6 +54,20 @@ def test_imported_offline_tasks_validate_with_upstreams_metrics(desktop_image, h
     answer = out / "oracle" / SAMPLE[0] / "1" / "collected" / "result-0" / "stdout"
     assert answer.read_text() == "Directory exists.\n"
     assert leftovers(host, settings) == []
+
+
+@pytest.mark.full
+def test_every_offline_task_that_runs_here_validates(desktop_image, osworld, tmp_path):
+    """docs/benchmarks.md's table: each offline task that runs here and can be scored has an
+    oracle that scores 1.0, and nop scores 0; the rest are left out, each with its reason."""
+    out = tmp_path / "validate"
+    done = cu_run("validate", "--suite", str(osworld), "--tags", "offline", "--vm-pool", "2", "--out", str(out),
+                  timeout=5400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    oracle, nop = results(out / "oracle"), results(out / "nop")
+    assert len(oracle) == 19 and {r["outcome"] for r in oracle.values()} == {"pass"}, oracle
+    assert set(nop) == set(oracle) and {r["outcome"] for r in nop.values()} == {"fail"}, nop
+    assert "5ac2891a-eacd-4954-b339-98abba077adb: metric check_play_and_exit is not in" in done.stdout + done.stderr
 
 
 def test_rescore_scores_the_collected_output_again_without_an_agent(osworld, settings, tmp_path, desktop_image):

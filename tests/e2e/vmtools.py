@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 
-def cu_run(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    # A wide terminal, so rich does not wrap table cells across lines.
-    env = {**os.environ, "COLUMNS": "400"}
+def cu_run(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """`cu-run ARGS` in a wide terminal (rich does not wrap table cells across lines); ENV over ours."""
+    env = {**os.environ, "COLUMNS": "400", **(env or {})}
     return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True, env=env, **kwargs)
 
 

@@ -110,6 +110,7 @@ def test_claude_gets_the_episode_config_only_the_vm_tools_and_limits(tmp_path, m
     assert args[args.index("--mcp-config") + 1] == str(tmp_path / "mcp-config.json")
     assert "--strict-mcp-config" in args
     assert args[args.index("--allowedTools") + 1] == "mcp__cu-run__computer_use_screenshot"
+    assert args[args.index("--tools") + 1] == ""  # no built-in tool: the host is out of reach
     assert "Bash" in args[args.index("--disallowedTools") + 1].split(",")
     assert args[args.index("--max-turns") + 1] == "7"
 
