@@ -80,6 +80,23 @@ def prepare(cache_dir: Path, tasks: tuple[Task, ...], assets: Path | None, evalu
     return HostScoring(env, found)
 
 
+GUEST_ASSETS = "assets"  # in the staged task folder: setup's downloads, and their index (osw_download)
+
+
+def setup_inputs(scoring: HostScoring, task: Task) -> dict[str, bytes]:
+    """The files setup's downloads read, staged with the task for setup alone: assets/<sha256>
+    each, and assets/index, a line "SHA256 URL" each. Gold files never go in: only the host's
+    scoring reads them."""
+    files, index = {}, []
+    for url in task_assets(task).guest:
+        blob = scoring.assets[url]
+        files[f"{GUEST_ASSETS}/{blob.name}"] = blob.read_bytes()
+        index.append(f"{blob.name} {url}\n")
+    if index:
+        files[f"{GUEST_ASSETS}/index"] = "".join(index).encode()
+    return files
+
+
 def unscorable(scoring: HostScoring, tasks: tuple[Task, ...]) -> dict[str, list[str]]:
     """{task id: why} for each host-scored task whose metric the scoring env cannot run: one the
     benchmark's code lacks, or one that uses a module the env leaves out. Never scored some

@@ -176,7 +176,7 @@ def tasks_select(
     def run(task_ids: tuple[str, ...]) -> list:
         request = RunRequest(suite=suite, agent="nop", tasks=task_ids, vm_pool=vm_pool, out=folder,
                              resume=folder.exists(), image=image, accel=accel, start=start, assets=assets,
-                             evaluators=evaluators)
+                             evaluators=evaluators, adds_tasks=True)
         return run_suite(settings, request, err).records
 
     selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,

@@ -179,7 +179,7 @@ class EpisodeScript:
         self._set_phase("setup")
         t = time.monotonic()
         try:
-            setup = run_privileged(vm.admin_shell, task, "setup", vm.desktop_user, "setup")
+            setup = run_privileged(vm.admin_shell, task, "setup", vm.desktop_user, "setup", extra=self._setup_inputs())
         except CommandTimeout as exc:
             raise SetupFailed(f"setup of {task.id} timed out: {exc.message}") from exc
         if setup is not None:
@@ -209,6 +209,14 @@ class EpisodeScript:
                 shown = ", ".join(str(c) for c in changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
                 scored.outcome, scored.reason = "fail", f"changed outside the allowed paths: {shown}"
         return scored
+
+    def _setup_inputs(self) -> dict[str, bytes] | None:
+        """An imported task's downloads, from the run's asset store, for its setup alone."""
+        if self.task.spec.scoring != "host" or self.pool.host_scoring is None:
+            return None
+        from runner.benchmarks.host_scoring import setup_inputs
+
+        return setup_inputs(self.pool.host_scoring, self.task)
 
     def _host_verdict(self) -> tuple[Verdict, dict, dict[str, bool]]:
         """An imported task: its collector in the guest, its benchmark's metric on the host."""

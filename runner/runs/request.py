@@ -55,6 +55,7 @@ class RunRequest:
     assets: Path | None = None  # imported tasks: the asset store (runner.benchmarks.assets); None: CU_RUN_ASSETS
     evaluators: str | None = None  # imported tasks: the metrics' source (runner.benchmarks.scoring_env)
     standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
+    adds_tasks: bool = False  # a walk's baseline (tasks select): each resume adds the next batch's tasks
 
 
 

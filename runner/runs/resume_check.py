@@ -30,7 +30,7 @@ def resume_differences(previous: dict, request: RunRequest, agent: str, image_sh
     if before_image != image_sha256:
         found.append(f"image: sha256 {before_image[:16]}... then, {image_sha256[:16]}... now")
     before_tasks = previous.get("suite", {}).get("tasks")
-    if before_tasks != task_ids:
+    if before_tasks != task_ids and not request.adds_tasks:
         found.append(f"tasks: {_short(before_tasks)} then, {_short(task_ids)} now")
     arguments = previous.get("arguments", {})
     for name in EPISODE_ARGUMENTS:

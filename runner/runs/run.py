@@ -112,6 +112,9 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
     if plan.previous:
         plan.previous["resumed_at"].append(started_at)
         plan.previous.setdefault("resumed_where", []).append(where)
+        if request.adds_tasks:  # a walk's next batch: the run's tasks are all it has tried
+            tried = plan.previous["suite"].setdefault("tasks", [])
+            tried += [t.id for t in plan.tasks if t.id not in tried]
         return plan.previous
     tasks, image = plan.tasks, plan.image
     return {

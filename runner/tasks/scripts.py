@@ -53,13 +53,14 @@ class VerifierRun:
 
 
 def run_privileged(admin: GuestShell, task: Task, kind: str, user: DesktopUser, phase: Phase,
-                   timeout: float = SCRIPT_TIMEOUT) -> ExecResult | None:
+                   timeout: float = SCRIPT_TIMEOUT, extra: dict[str, bytes] | None = None) -> ExecResult | None:
     """Runs the task's KIND script (setup, verify, checkpoints/NAME, safety/NAME) through the
-    admin channel; None when the task has none. Raises CommandTimeout past TIMEOUT and
-    GuestUnreachable when the guest is gone."""
+    admin channel; None when the task has none. EXTRA: more files staged with the task's for
+    this run only (an imported task's downloads for its setup). Raises CommandTimeout past
+    TIMEOUT and GuestUnreachable when the guest is gone."""
     guest = task.guest
     ran = _run_staged(admin, task, kind, guest.admin_task_dir,
-                      lambda folder: guest.privileged_prelude(folder, user, phase), timeout)
+                      lambda folder: guest.privileged_prelude(folder, user, phase), timeout, extra=extra)
     return None if ran is None else ran.result
 
 
@@ -83,18 +84,20 @@ def run_as_agent(shell: GuestShell, task: Task, kind: str, timeout: float = SCRI
 
 
 def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: Callable[[str], str],
-                timeout: float, verdict: tuple[str, str] | None = None) -> VerifierRun | None:
-    """Stages the task's files in FOLDER, runs KIND after PRELUDE(FOLDER), removes FOLDER whatever
-    happened. VERDICT: (the helper's record path, a boundary): the record is read back too."""
+                timeout: float, verdict: tuple[str, str] | None = None,
+                extra: dict[str, bytes] | None = None) -> VerifierRun | None:
+    """Stages the task's files (and EXTRA) in FOLDER, runs KIND after PRELUDE(FOLDER), removes
+    FOLDER whatever happened. VERDICT: (the helper's record path, a boundary): the record is read
+    back too."""
     script = task.script(kind)
     if script is None:
         return None
     text = prelude(folder) + script.read_text()
-    files = {str(p.relative_to(task.folder).as_posix()): p.read_bytes() for p in task.files()}
+    files = {str(p.relative_to(task.folder).as_posix()): p.read_bytes() for p in task.files()} | (extra or {})
     after = task.guest.verdict_trailer(*verdict) if verdict is not None else ""
     one_command = task.guest.staged_run_script(folder, files, text, after)
     if one_command is None:
-        _stage(shell, task, folder)
+        _stage(shell, task, folder, extra or {})
         try:
             result = shell.run(text, timeout=timeout)
             recorded = None
@@ -163,13 +166,23 @@ def _admin_step(admin: GuestShell, script: str, what: str) -> None:
         raise InfraError(f"could not {what}: {result.stderr.strip()[-300:]}")
 
 
-def _stage(shell: GuestShell, task: Task, folder: str) -> None:
-    """Copies the task's files to FOLDER, made afresh and readable only by the shell's own account."""
+def _stage(shell: GuestShell, task: Task, folder: str, extra: dict[str, bytes]) -> None:
+    """Copies the task's files and EXTRA ({relative path: bytes}) to FOLDER, made afresh and
+    readable only by the shell's own account."""
+    import tempfile
+    from pathlib import Path, PurePosixPath
+
     files = task.files()
-    subfolders = sorted({str(p.parent.relative_to(task.folder)) for p in files} - {"."})
+    subfolders = sorted(({str(p.parent.relative_to(task.folder)) for p in files}
+                         | {str(PurePosixPath(name).parent) for name in extra}) - {"."})
     made = shell.run(task.guest.stage_script(folder, subfolders), timeout=30)
     if not made.ok:
         raise InfraError(f"could not make {folder} in the guest to stage the task's files: "
                          f"{made.stderr.strip()[-300:]}")
     for path in files:
         shell.put(path, task.guest.staged_path(folder, str(path.relative_to(task.folder))))
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, (name, data) in enumerate(extra.items()):
+            local = Path(scratch) / str(number)
+            local.write_bytes(data)
+            shell.put(local, task.guest.staged_path(folder, name))

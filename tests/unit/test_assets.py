@@ -102,3 +102,18 @@ def test_a_run_without_the_store_or_with_a_gap_is_refused_naming_the_fix(tmp_pat
     with pytest.raises(UsageError, match="lacks 1 of the 2 files") as gap:
         prepare(tmp_path / "cache", suite.tasks, tmp_path / "assets", None, str(suite.folder))
     assert "gold.xlsx: not in the asset store" in gap.value.message
+
+
+def test_setup_gets_its_downloads_staged_and_never_the_gold_file(tmp_path):
+    from runner.benchmarks.host_scoring import HostScoring, setup_inputs
+
+    suite = load_suite(str(imported_task_suite(tmp_path)))
+    store = AssetStore(tmp_path / "assets")
+    with StandIns({f"/datasets/lab/cache/resolve/{REVISION}/in.xlsx": b"input",
+                   f"/datasets/lab/cache/resolve/{REVISION}/gold.xlsx": b"gold"}) as served:
+        store.fetch([f"{HF}/in.xlsx", f"{HF}/gold.xlsx"], mirror=served.url)
+    found, _ = store.resolve([f"{HF}/in.xlsx", f"{HF}/gold.xlsx"])
+    staged = setup_inputs(HostScoring(env=None, assets=found), suite.tasks[0])  # type: ignore[arg-type] - no scoring here
+    sha = found[f"{HF}/in.xlsx"].name
+    # what the guest's osw_download reads: the blob by its sha256, and the index naming its URL
+    assert staged == {f"assets/{sha}": b"input", "assets/index": f"{sha} {HF}/in.xlsx\n".encode()}

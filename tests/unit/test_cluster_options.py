@@ -30,7 +30,9 @@ CHANGED = dict(agent="command", agent_cmd="/bin/true --flag", agent_env=(("LAB_G
 NOT_EPISODE = {"suite", "tasks", "vm_pool", "trials", "out", "resume", "fail_under", "image", "accel", "start", "gate",
                "cluster", "selection", "live", "live_port", "live_host", "live_control", "tags",
                # imported tasks' scoring: a cluster run refuses host-scored tasks (run_plan._host_scoring)
-               "assets", "evaluators"}
+               "assets", "evaluators",
+               # how a resume checks the run's tasks (tasks select's walk), before any episode
+               "adds_tasks"}
 
 
 def host_image(cache: Path) -> None:

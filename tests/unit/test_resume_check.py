@@ -59,3 +59,17 @@ def test_another_image_is_named_by_its_sha256():
     previous = {"agent": {"name": "oracle"}, "image": {"sha256": "a" * 64}, "suite": {"tasks": ["t"]}, "arguments": {}}
     found = resume_differences(previous, RunRequest(suite="s", agent="oracle"), "oracle", "b" * 64, ["t"])
     assert found == [f"image: sha256 {'a' * 16}... then, {'b' * 16}... now"]
+
+
+def test_a_walks_baseline_adds_each_batch_and_the_run_lists_every_task_tried(tmp_path):
+    # tasks select's nop baseline resumes one run folder batch after batch, each with new tasks
+    from runner.runs.run import base_provenance
+
+    settings, request = started_run(tmp_path, adds_tasks=True)
+    next_batch = resumed(request, tasks=("folder-tree", "zip-roundtrip"))
+    plan = plan_run(settings, next_batch)
+    assert plan.previous is not None
+    assert base_provenance(next_batch, plan, {})["suite"]["tasks"] == ["env-var", "calc-to-file", "folder-tree",
+                                                                       "zip-roundtrip"]
+    with pytest.raises(UsageError):  # another agent is still refused
+        plan_run(settings, resumed(next_batch, agent="nop"))
