@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback_http import LoopbackHTTP, QuietHandler
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-class FakeModel:
+class FakeModel(LoopbackHTTP):
     """SCRIPT's steps, served to whichever CLI asks. `requests` holds each request's JSON and path."""
 
     def __init__(self, script: list[Step]) -> None:
@@ -71,7 +71,7 @@ class FakeModel:
         self._ids = itertools.count(1)
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):  # noqa: N802 - http.server's name
@@ -79,9 +79,13 @@ class FakeModel:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append({"path": self.path, "body": body})
                 if "/messages" in self.path and "count_tokens" not in self.path:
-                    self._send(fake.anthropic(body), body.get("stream"))
+                    answer = fake.anthropic(body)
+                    if isinstance(answer, dict):
+                        self._json(answer)
+                    else:
+                        self.reply(b"".join(answer), "text/event-stream")
                 elif self.path.rstrip("/").endswith("/responses"):
-                    self._send(fake.openai(body), True)
+                    self.reply(b"".join(fake.openai(body)), "text/event-stream")
                 elif "count_tokens" in self.path:
                     self._json({"input_tokens": 100})
                 else:
@@ -92,46 +96,12 @@ class FakeModel:
                 self._json({"data": []} if self.path.rstrip("/").endswith("/models") else {})
 
             def do_HEAD(self):  # noqa: N802
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.reply(b"")
 
             def _json(self, data: dict[str, Any]) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                self.reply(json.dumps(data).encode(), "application/json")
 
-            def _send(self, events: list[bytes] | dict[str, Any], stream: bool) -> None:
-                if not stream and isinstance(events, dict):
-                    self._json(events)
-                    return
-                raw = b"".join(events) if isinstance(events, list) else b""
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *_args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> FakeModel:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     # -- which step a request gets
 

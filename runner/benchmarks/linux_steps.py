@@ -184,21 +184,21 @@ def _download(params: dict[str, Any], script: Script) -> str:
     return "\n".join(lines)
 
 
-STEP_LINES: dict[str, Callable[[dict[str, Any], Script], str]] = {
+# Each step type's line maker, and each getter type's gatherer (WAA's PowerShell has its own of both).
+StepLines = dict[str, Callable[[dict[str, Any], Script], str]]
+Collectors = dict[str, Callable[[str, dict[str, Any]], list[str]]]
+
+STEP_LINES: StepLines = {
     "launch": _launch, "execute": _execute, "command": _execute, "open": _open,
     "activate_window": _activate, "close_window": _close, "sleep": _sleep,
     "download": _download, "chrome_open_tabs": _tabs,
 }
 
 
-StepLines = dict[str, Callable[[dict[str, Any], Script], str]]
-
-
-def translate_steps(steps: list[dict[str, Any]], script: Script, step_lines: StepLines | None = None) -> None:
+def translate_steps(steps: list[dict[str, Any]], script: Script, step_lines: StepLines = STEP_LINES) -> None:
     """Appends STEPS to SCRIPT, each by its line maker in STEP_LINES (this guest's shell by
     default; WAA's PowerShell passes its own). A sleep right before activate_window becomes a
     wait for that window (a condition, not a time), bounded by 30 s like the activation itself."""
-    step_lines = STEP_LINES if step_lines is None else step_lines
     for number, step in enumerate(steps):
         kind, params = step.get("type"), step.get("parameters") or {}
         following = steps[number + 1] if number + 1 < len(steps) else {}
@@ -274,7 +274,7 @@ def _host_only(slot: str, config: dict[str, Any]) -> list[str]:
     return []  # rules and gold files: the host has them; nothing of the guest's is read
 
 
-COLLECTORS: dict[str, Callable[[str, dict[str, Any]], list[str]]] = {
+COLLECTORS: Collectors = {
     "rule": _host_only,
     "cloud_file": _host_only,
     "vm_file": _collect_vm_file,
@@ -295,9 +295,6 @@ def slots(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         items = value if isinstance(value, list) else [value] if value else []
         found += [(f"{key}-{i}", item) for i, item in enumerate(items) if isinstance(item, dict)]
     return found
-
-
-Collectors = dict[str, Callable[[str, dict[str, Any]], list[str]]]
 
 
 def gather_getters(data: dict[str, Any], script: Script, collectors: Collectors) -> None:

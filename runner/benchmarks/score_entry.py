@@ -101,7 +101,7 @@ def metric_modules(package_root, package=METRICS_PACKAGE):
     return found
 
 
-def load_metric(package_root, name, package=METRICS_PACKAGE):
+def load_function(package_root, name, package=METRICS_PACKAGE):
     """The function NAME of PACKAGE, its module imported without the packages' __init__ files."""
     modules = metric_modules(package_root, package)
     if name not in modules:
@@ -190,9 +190,12 @@ class _GatheredHome:
         os.environ["HOME"] = self.home
         try:
             with contextlib.redirect_stdout(printed):
-                exec(command, {})  # noqa: S102 - the getter's own text, from the benchmark's code
+                exec(command, {})  # the getter's own text, from the benchmark's code
         finally:
-            os.environ["HOME"] = saved or ""
+            if saved is None:
+                del os.environ["HOME"]
+            else:
+                os.environ["HOME"] = saved
         return {"status": "success", "output": printed.getvalue(), "error": ""}
 
     def get_file(self, path):
@@ -205,7 +208,7 @@ class _GatheredHome:
 
 
 def _upstream_getter(job, slot, config):
-    getter = load_metric(job["package_root"], f"get_{config['type']}", GETTERS_PACKAGE)
+    getter = load_function(job["package_root"], f"get_{config['type']}", GETTERS_PACKAGE)
     return getter(_GatheredHome(os.path.join(job["collected"], slot, "home")), config)
 
 
@@ -245,7 +248,7 @@ def score(job):
     conj = evaluator.get("conj", "and")
     scores = []
     for index, name in enumerate(funcs):
-        metric = load_metric(job["package_root"], name)
+        metric = load_function(job["package_root"], name)
         result_state = state(job, "result", index, results[index])
         arguments = [result_state]
         if expected:

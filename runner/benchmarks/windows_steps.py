@@ -11,10 +11,10 @@ user's home at run time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from runner.benchmarks.linux_steps import MAX_COLLECTED_FILE, Script, fill, gather_getters, translate_steps
+from runner.benchmarks.linux_steps import (MAX_COLLECTED_FILE, Collectors, Script, StepLines, fill, gather_getters,
+                                          translate_steps)
 
 EXPORT_DIR = "C:\\ProgramData\\cu-run\\export"
 UPSTREAM_HOME = "C:\\Users\\Docker"
@@ -138,7 +138,7 @@ def _download(params: dict[str, Any], script: Script) -> str:
     return "\r\n".join(lines)
 
 
-STEP_LINES: dict[str, Callable[[dict[str, Any], Script], str]] = {
+STEP_LINES: StepLines = {
     "launch": lambda p, _: _command(p, "Waa-Launch", "Waa-LaunchShell"),
     "execute": lambda p, _: _command(p, "Waa-Execute", "Waa-ExecuteShell"),
     "command": lambda p, _: _command(p, "Waa-Execute", "Waa-ExecuteShell"),
@@ -174,7 +174,7 @@ def _collect_command(slot: str, config: dict[str, Any]) -> list[str]:
     return [f"Waa-CollectCommand {ps(slot)} {ps(text)}"]
 
 
-COLLECTORS: dict[str, Callable[[str, dict[str, Any]], list[str]]] = {
+COLLECTORS: Collectors = {
     "rule": lambda slot, config: [],
     "cloud_file": lambda slot, config: [],
     "vm_file": _collect_vm_file,

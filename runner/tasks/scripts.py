@@ -30,8 +30,10 @@ the desktop user (the agent must be able to change the files the task gives it).
 from __future__ import annotations
 
 import secrets
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
@@ -169,9 +171,6 @@ def _admin_step(admin: GuestShell, script: str, what: str) -> None:
 def _stage(shell: GuestShell, task: Task, folder: str, extra: dict[str, bytes]) -> None:
     """Copies the task's files and EXTRA ({relative path: bytes}) to FOLDER, made afresh and
     readable only by the shell's own account."""
-    import tempfile
-    from pathlib import Path, PurePosixPath
-
     files = task.files()
     subfolders = sorted(({str(p.parent.relative_to(task.folder)) for p in files}
                          | {str(PurePosixPath(name).parent) for name in extra}) - {"."})

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from loopback_http import LoopbackHTTP, QuietHandler
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 _REVISION_API = re.compile(r"^/api/datasets/[^/]+/[^/]+/revision/main$")
 
 
-class StandIns:
+class StandIns(LoopbackHTTP):
     """FILES: a path's bytes, from a dict, or from a function of the path (None: 404)."""
 
     def __init__(self, files: dict[str, bytes] | Callable[[str], bytes | None]) -> None:
@@ -21,23 +21,16 @@ class StandIns:
         self.asked: list[str] = []
         stand_ins = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
                 stand_ins.asked.append(self.path)
                 body = stand_ins.body(self.path)
                 if body is None:
                     self.send_error(404)
                     return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(body)
 
-            def log_message(self, *_args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     def body(self, path: str) -> bytes | None:
         if _REVISION_API.match(path):
@@ -45,15 +38,3 @@ class StandIns:
         if callable(self.files):
             return self.files(path)
         return self.files.get(path)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc):
-        self.server.shutdown()
-        self.server.server_close()

@@ -113,7 +113,7 @@ def test_setup_gets_its_downloads_staged_and_never_the_gold_file(tmp_path):
                    f"/datasets/lab/cache/resolve/{REVISION}/gold.xlsx": b"gold"}) as served:
         store.fetch([f"{HF}/in.xlsx", f"{HF}/gold.xlsx"], mirror=served.url)
     found, _ = store.resolve([f"{HF}/in.xlsx", f"{HF}/gold.xlsx"])
-    staged = setup_inputs(HostScoring(env=None, assets=found), suite.tasks[0])  # type: ignore[arg-type] - no scoring here
+    staged = setup_inputs(HostScoring(env=None, assets=found), suite.tasks[0])  # no scoring: no env
     sha = found[f"{HF}/in.xlsx"].name
     # what the guest's osw_download reads: the blob by its sha256, and the index naming its URL
     assert staged == {f"assets/{sha}": b"input", "assets/index": f"{sha} {HF}/in.xlsx\n".encode()}
