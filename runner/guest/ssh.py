@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import errno
+import io
 import logging
+import secrets
 import shlex
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
@@ -25,6 +28,32 @@ logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 _KILL_GRACE = 5.0
 # How long output may trail the exit status before the command counts as finished.
 _EOF_GRACE = 2.0
+# A command line longer than this goes to the guest as a file: one SSH request holds ~256 KiB.
+_INLINE_COMMAND_MAX = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RawExec:
+    """A command's exit code (None: it never reported one) and output, as bytes."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+
+
+def _send_all(channel: paramiko.Channel, data: bytes) -> None:
+    """Feeds DATA to a command's stdin, then closes it; a command that exits first ends it."""
+    try:
+        view = memoryview(data)
+        while view:
+            sent = channel.send(view[:65536])
+            if sent <= 0:
+                break
+            view = view[sent:]
+        channel.shutdown_write()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
 
 
 def is_transient_ssh_error(exc: BaseException) -> bool:
@@ -134,16 +163,55 @@ class SshShell(GuestShell):
 
     @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
-        client = self._connected()
         # The guest kills the script at TIMEOUT; the host stops waiting a little later.
         command = f"exec {self._env_prefix}timeout -k 2 {max(1, round(timeout))} sh -s"
+        raw = self._exchange(command, script.encode(), timeout)
+        stdout, stderr = raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
+        # coreutils timeout exits 124 (or 137 after -k) when it had to stop the script;
+        # a script that exits 124 by itself early is not a timeout.
+        if raw.timed_out:
+            raise CommandTimeout(f"command ran past {timeout:.0f} s in the guest and was killed",
+                                 stdout=stdout, stderr=stderr)
+        assert raw.exit_code is not None
+        return ExecResult(raw.exit_code, stdout, stderr)
+
+    def exec_argv(self, argv: list[str], *, stdin: bytes | None = None, cwd: str | None = None,
+                  env: dict[str, str] | None = None, timeout: float = 60.0) -> RawExec:
+        """ARGV run as this shell's user, in CWD with ENV added, STDIN fed to it, its output as
+        bytes. ARGV[0] is found on the account's PATH. Nothing is parsed by a shell but what the
+        fixed prelude does; a command line too long for one SSH request travels by SFTP first.
+        The process group is killed at TIMEOUT (raw.timed_out)."""
+        q = shlex.quote
+        prelude = "".join(f"export {name}={q(value)}\n" for name, value in (env or {}).items())
+        if cwd is not None:
+            prelude += f"cd {q(cwd)} || exit 126\n"
+        body = prelude + "exec " + " ".join(q(a) for a in argv) + "\n"
+        # The wrappers by absolute path: the account's PATH is the user's to change.
+        guard = f"{self._env_prefix}/usr/bin/timeout -k 2 {max(1, round(timeout))} /bin/sh -c"
+        # Not exec'd (nor left for the login shell to exec, as the last command): a command killed by
+        # a signal is then reported as a shell reports it (128 + the signal), where sshd's own report
+        # of the signal reaches paramiko as -1.
+        if len(body) <= _INLINE_COMMAND_MAX:
+            command = f"{guard} {q(body)}; exit $?"
+        else:
+            script = f"/tmp/.cu-run-exec-{secrets.token_hex(8)}"
+            self._sftp(lambda sftp: sftp.putfo(io.BytesIO(body.encode()), script), f"a command -> guest:{script}")
+            # The script removes itself before it runs the command, so nothing of it stays behind.
+            unpack = f'b=$(cat {script}); rm -f {script}; eval "$b"'
+            command = f"{guard} {q(unpack)}; exit $?"
+        return self._exchange(command, stdin, timeout)
+
+    def _exchange(self, command: str, stdin: bytes | None, timeout: float) -> RawExec:
+        """COMMAND on a new channel, STDIN sent beside the reading (a command may write before it
+        has read all of it), until it exits or TIMEOUT and the kill grace pass."""
+        client = self._connected()
         try:
             channel = client.get_transport().open_session(timeout=10)
             channel.exec_command(command)
-            channel.sendall(script.encode())
-            channel.shutdown_write()
         except Exception as exc:
             raise GuestUnreachable(f"SSH to {self.address} failed to start a command: {exc}") from exc
+        sender = threading.Thread(target=_send_all, args=(channel, stdin or b""), daemon=True)
+        sender.start()
         out, err = bytearray(), bytearray()
         started = time.monotonic()
         deadline = started + timeout + _KILL_GRACE
@@ -172,13 +240,8 @@ class SshShell(GuestShell):
             code = channel.recv_exit_status() if channel.exit_status_ready() else None
         finally:
             channel.close()
-        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
-        # coreutils timeout exits 124 (or 137 after -k) when it had to stop the script;
-        # a script that exits 124 by itself early is not a timeout.
-        if code is None or (code in (124, 137) and time.monotonic() - started >= timeout):
-            raise CommandTimeout(f"command ran past {timeout:.0f} s in the guest and was killed",
-                                 stdout=stdout, stderr=stderr)
-        return ExecResult(code, stdout, stderr)
+        timed_out = code is None or (code in (124, 137) and time.monotonic() - started >= timeout)
+        return RawExec(code, bytes(out), bytes(err), timed_out)
 
     @override
     def put(self, local: Path, remote: str) -> None:
@@ -187,6 +250,14 @@ class SshShell(GuestShell):
     @override
     def get(self, remote: str, local: Path) -> None:
         self._sftp(lambda sftp: sftp.get(remote, str(local)), f"guest:{remote} -> {local}")
+
+    def open_sftp(self) -> paramiko.SFTPClient:
+        """An SFTP session as this shell's user (its errors are the path's: FileNotFoundError,
+        PermissionError); the caller closes it."""
+        try:
+            return self._connected().open_sftp()
+        except (OSError, paramiko.SSHException) as exc:
+            raise GuestUnreachable(f"SFTP to {self.address} failed: {exc}") from exc
 
     def _sftp(self, action, what: str) -> None:
         try:

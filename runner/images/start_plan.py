@@ -32,6 +32,25 @@ def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_u
     if requested == "cold":
         return StartPlan("cold", {})
     current = current_deps(host, image, accel, libvirt_uri)
+    slots, problems, stale = _check_slots(image, vm_pool, current)
+    if not problems:
+        return StartPlan("warm", slots, spares=tuple(_spares(image, vm_pool, current)))
+    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
+    if requested == "warm":
+        raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
+    return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
+                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
+
+
+def usable_warm_slots(host: Host, image: Image, accel: Accel, libvirt_uri: str, vm_pool: int) -> dict[int, WarmSlot]:
+    """Those of slots 0..VM_POOL-1 whose warm state is there and current: for a pool whose slots
+    may each start its own way (an Inspect task's, where a sample waits for no warm state)."""
+    return _check_slots(image, vm_pool, current_deps(host, image, accel, libvirt_uri))[0]
+
+
+def _check_slots(image: Image, vm_pool: int, current) -> tuple[dict[int, WarmSlot], list[str], bool]:
+    """The valid warm states of slots 0..VM_POOL-1, what is wrong with the others, and whether
+    any of them is stale (not just missing)."""
     slots: dict[int, WarmSlot] = {}
     problems: list[str] = []
     stale = False
@@ -46,13 +65,7 @@ def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_u
             stale = True
             continue
         slots[slot] = found
-    if not problems:
-        return StartPlan("warm", slots, spares=tuple(_spares(image, vm_pool, current)))
-    fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
-    if requested == "warm":
-        raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
-    return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
-                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")
+    return slots, problems, stale
 
 
 def _spares(image: Image, vm_pool: int, current) -> list[WarmSlot]:

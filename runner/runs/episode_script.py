@@ -55,6 +55,16 @@ class Scored:
     check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What the script took before the agent, for after it: the write set's watch and listing, and
+    the user's processes that may outlive the freeze (a desktop the verifier reads)."""
+
+    watch: Watch | None
+    before: Listing | None
+    spared: frozenset[str] | None
+
+
 @dataclass
 class EpisodeState:
     """How far an episode got: its stage decides who an error belongs to (runner.scoring.blame)."""
@@ -120,14 +130,8 @@ class EpisodeScript:
         self._at_agent_start = at_agent_start
 
     def run(self) -> Scored:
-        vm, task, ep_dir, state = self.vm, self.task, self.ep_dir, self.state
-        user = vm.desktop_user
-        watch = self._watched()
-        # With a write set, the home is handed to the user in the before-listing's command.
-        home_to_hand = self._setup(hand_home=watch is None)
-        spared = user_processes(vm.admin_shell, user, task.guest) \
-            if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
-        before = self._listing_before(watch, hand_home=home_to_hand)
+        vm, ep_dir, state = self.vm, self.ep_dir, self.state
+        prepared = self.prepare()
         with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
             (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
             self._set_phase(f"agent {self.agent.name}")
@@ -136,17 +140,38 @@ class EpisodeScript:
             t = time.monotonic()
             agent_result = self._run_agent()
             state.phases["agent"] = round(time.monotonic() - t, 3)
-            # From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise.
-            state.stage = "after_agent"
-            vm.check_alive()
-            (ep_dir / "final.png").write_bytes(vm.display.screenshot())
+            self.agent_ended()
+        return self.conclude(prepared, agent_result)
+
+    def prepare(self) -> Prepared:
+        """Before the agent: the task's setup, and the write set's listing."""
+        vm, task = self.vm, self.task
+        watch = self._watched()
+        # With a write set, the home is handed to the user in the before-listing's command.
+        home_to_hand = self._setup(hand_home=watch is None)
+        spared = user_processes(vm.admin_shell, vm.desktop_user, task.guest) \
+            if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
+        return Prepared(watch, self._listing_before(watch, hand_home=home_to_hand), spared)
+
+    def agent_ended(self) -> None:
+        """From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise."""
+        self.state.stage = "after_agent"
+        self.vm.check_alive()
+        (self.ep_dir / "final.png").write_bytes(self.vm.display.screenshot())
+
+    def conclude(self, prepared: Prepared, agent_result: AgentResult) -> Scored:
+        """After the agent (agent_ended): the freeze, the listing after, the verifier, the
+        checkpoints and safety checks, all through the admin channel, and what they come to."""
+        vm, task, ep_dir, state = self.vm, self.task, self.ep_dir, self.state
+        user, watch, before = vm.desktop_user, prepared.watch, prepared.before
         t = time.monotonic()
         if watch is not None:
             # One guest command: the quarantine, then the listing (each costs a channel and
             # processes under TCG).
-            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch.after(before), keep=spared)
+            stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch.after(before),
+                                                  keep=prepared.spared)
         else:
-            stopped, after = quarantine(vm.admin_shell, user, task.guest, keep=spared), None
+            stopped, after = quarantine(vm.admin_shell, user, task.guest, keep=prepared.spared), None
         (ep_dir / "quarantine.log").write_text(stopped + "\n")
         state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
         changed = self._unexpected_changes(watch, before, after)

@@ -1,0 +1,81 @@
+"""The `cu-run` inspect_ai sandbox on a real linux-test VM: Inspect's own conformance checks
+(inspect_ai.util._sandbox.self_check, imported whole), and what cu-run adds: the computer tool
+served from the VNC display, the connection, and commands as other accounts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai.util._sandbox.self_check import *  # noqa: E402, F403 - Inspect's checks, collected here
+
+from runner.sandbox.provider import CuRunConnection, CuRunSandbox  # noqa: E402
+from runner.sandbox.task_vms import SandboxOptions, TaskVMs  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def sample_vm(linux_image, settings):
+    """One sample's VM for the module's checks, as sample_init starts it (no cu-run task)."""
+    options = SandboxOptions(image="linux-test", cache_dir=settings.cache_dir)
+    vms = TaskVMs.open(options, print)
+    episode, slot = vms.start_episode({}, print)
+    yield CuRunSandbox(episode, slot, ("conformance", options))
+    vms.end_episode(slot, interrupted=False)
+    vms.close()
+
+
+@pytest.fixture
+def sandbox_env(sample_vm):
+    """What Inspect's checks are given (the name they ask for)."""
+    return sample_vm
+
+
+async def test_exec_runs_as_the_desktop_user_and_root_is_the_admin_channel(sandbox_env):
+    user = await sandbox_env.exec(["id", "-un"])
+    root = await sandbox_env.exec(["id", "-un"], user="root")
+    assert (user.stdout.strip(), root.stdout.strip()) == ("cu", "root")
+    # The desktop user cannot reach what only the admin channel may.
+    refused = await sandbox_env.exec(["sh", "-c", "cat /root/.ssh/authorized_keys"])
+    assert not refused.success and "Permission denied" in refused.stderr
+
+
+async def test_the_computer_tool_is_served_from_the_display(sandbox_env):
+    found = await sandbox_env.exec(["test", "-r", "/opt/inspect/tool/computer_tool.py"])
+    assert found.success, "Inspect finds the tool's sandbox by this file"
+    shot = await sandbox_env.exec(["python3", "/opt/inspect/tool/computer_tool.py", "screenshot"])
+    png = base64.b64decode(json.loads(shot.stdout)["base64_image"])
+    assert png.startswith(b"\x89PNG")
+    moved = await sandbox_env.exec(["python3", "/opt/inspect/tool/computer_tool.py", "mouse_move",
+                                    "--coordinate", "321", "123"])
+    assert "base64_image" in json.loads(moved.stdout)
+    where = await sandbox_env.exec(["python3", "/opt/inspect/tool/computer_tool.py", "cursor_position"])
+    assert json.loads(where.stdout)["output"] == "X=321,Y=123"
+    unknown = await sandbox_env.exec(["python3", "/opt/inspect/tool/computer_tool.py", "zoom", "--region", "0", "0",
+                                      "10", "10"])
+    assert "not served" in json.loads(unknown.stdout)["error"]
+    # Run in the guest by the agent's own shell, the file acts on nothing.
+    direct = await sandbox_env.exec(["sh", "-c", "python3 /opt/inspect/tool/computer_tool.py screenshot"])
+    assert "serves the computer tool" in json.loads(direct.stdout)["error"]
+    actions = [json.loads(line)["action"] for line in
+               (sandbox_env.episode.ep_dir / "trajectory.jsonl").read_text().splitlines()]
+    assert actions[:2] == ["screenshot", "move"], "the actions are recorded for the safety rules"
+
+
+async def test_connection_gives_the_screen(sandbox_env):
+    connection = await sandbox_env.connection()
+    assert isinstance(connection, CuRunConnection)
+    assert connection.vnc == sandbox_env.episode.vm.endpoints.vnc and connection.vnc_password
+    assert connection.ports[0].mappings[0].host_port == int(connection.vnc.rsplit(":", 1)[1])
+    assert connection.command.startswith("ssh ")
