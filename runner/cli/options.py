@@ -173,18 +173,6 @@ def _key_values(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
-def _pool_opener(request):
-    """Where a run's episodes go: this machine's slots, or (--cluster) the cluster's hosts. The CLI
-    chooses, so the run itself never imports the cluster (runner.runs.pool)."""
-    if request.cluster:
-        from runner.cluster.driver import open_cluster_pool
-
-        return open_cluster_pool
-    from runner.runs.local_pool import open_local_pool
-
-    return open_local_pool
-
-
 def _status_and_log(status, console, what: str) -> Callable[[str], None]:
     """A progress callback: each line on the status bar after WHAT, and printed."""
     def progress(line: str) -> None:

@@ -10,14 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runner.config import Settings
 from runner.cli.options import (
     _comma_list,
     _key_values,
-    _pool_opener,
     AccelChoice,
     AccelOpt,
-    AgentChoice,
     AgentOpt,
     app,
     CacheDir,
@@ -98,18 +95,16 @@ def run(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
-    from runner.runs.request import RunRequest
-    from runner.runs.run import run_suite
+    from runner.api import run as run_suite
 
-    request = RunRequest(suite=suite, agent=agent, tasks=_comma_list(tasks), vm_pool=vm_pool, trials=trials, out=out,
-                         resume=resume, fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools),
-                         max_steps=max_steps, agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate,
-                         agent_script=agent_script, record=record, cluster=cluster, selection=selection,
-                         mcp_server=mcp_server, mcp_server_url=mcp_server_url, live=live, live_port=live_port,
-                         live_host=live_host, live_control=live_control, model=model,
-                         agent_env=_key_values(agent_env or []), timeout_s=timeout, append_prompt=append_prompt,
-                         tags=tag_filter(tags, exclude_tags), assets=assets, evaluators=evaluators)
-    result = run_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
+    result = run_suite(suite, agent, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), cache_dir=cache_dir,
+                       libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials, out=out, resume=resume,
+                       fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools), max_steps=max_steps,
+                       agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate, agent_script=agent_script,
+                       record=record, cluster=cluster, selection=selection, mcp_server=mcp_server,
+                       mcp_server_url=mcp_server_url, live=live, live_port=live_port, live_host=live_host,
+                       live_control=live_control, model=model, agent_env=_key_values(agent_env or []),
+                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -139,16 +134,14 @@ def validate(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
-    from runner.runs.request import RunRequest
-    from runner.runs.run import validate_suite
+    from runner.api import validate as validate_suite
 
-    request = RunRequest(suite=suite, agent=AgentChoice.oracle, tasks=_comma_list(tasks), vm_pool=vm_pool,
-                         trials=trials, out=out, image=image, accel=accel, start=start, record=record,
-                         cluster=cluster, selection=selection, live=live, live_port=live_port, live_host=live_host,
-                         live_control=live_control, tags=tag_filter(tags, exclude_tags), assets=assets,
-                         evaluators=evaluators)
-    code, _problems = validate_suite(Settings.resolve(cache_dir, libvirt_uri), request, err, _pool_opener(request))
-    raise typer.Exit(code)
+    found = validate_suite(suite, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), out=out,
+                           cache_dir=cache_dir, libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials,
+                           image=image, accel=accel, start=start, record=record, cluster=cluster, selection=selection,
+                           live=live, live_port=live_port, live_host=live_host, live_control=live_control,
+                           assets=assets, evaluators=evaluators)
+    raise typer.Exit(found.exit_code)
 
 
 @app.command()
@@ -191,9 +184,9 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
 ) -> None:
     """Per task and overall: the change in success from A to B, and whether it is beyond noise."""
-    from runner.runs.compare import compare_runs
+    from runner.api import compare as compare_runs
 
-    result = compare_runs(run_a, run_b)
+    result = compare_runs(run_a, run_b).data
     if as_json:
         print(json.dumps(result, indent=2))
         return

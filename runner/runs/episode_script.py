@@ -98,18 +98,23 @@ def play(vm: EpisodeVM, script: EpisodeScript, stopped: Callable[[], bool] = lam
                 raise InfraError("the run was stopped")
             return script.run()
         except Exception as exc:  # noqa: BLE001 - blamed by the scheduler, by its stage
-            # The host's own word, when it already spoke, is not asked again: a fault it saw
-            # (libvirt gone) may have mended itself since (reconnected).
-            seen = exc.message if isinstance(exc, HostFault) else vm.host_fault(settle=FAULT_SETTLE_S)
-            if seen is None and vm.guest_stop is not None and not isinstance(exc, GuestStopped):
-                # A channel that broke because the guest shut itself down: that is what happened.
-                exc = GuestStopped(f"{vm.guest_stop} ({describe(exc)})")
-            raise EpisodeFault(exc, state.stage, seen) from exc
+            raise episode_fault(vm, exc, state.stage) from exc
     except BaseException as exc:
         if vm.started:
             vm.capture_artifacts(script.ep_dir)
             vm.teardown(interrupted=isinstance(exc, KeyboardInterrupt))
         raise
+
+
+def episode_fault(vm: EpisodeVM, exc: Exception, stage: Stage) -> EpisodeFault:
+    """EXC, raised in STAGE of an episode on VM, with what the host saw of it."""
+    # The host's own word, when it already spoke, is not asked again: a fault it saw
+    # (libvirt gone) may have mended itself since (reconnected).
+    seen = exc.message if isinstance(exc, HostFault) else vm.host_fault(settle=FAULT_SETTLE_S)
+    if seen is None and vm.guest_stop is not None and not isinstance(exc, GuestStopped):
+        # A channel that broke because the guest shut itself down: that is what happened.
+        exc = GuestStopped(f"{vm.guest_stop} ({describe(exc)})")
+    return EpisodeFault(exc, stage, seen)
 
 
 class EpisodeScript:

@@ -66,3 +66,4 @@ class Pool(Protocol):
 
 
 PoolOpener = Callable[[Settings, RunPlan, RunRequest, PoolHooks], AbstractContextManager[Pool]]
+

@@ -57,7 +57,7 @@ class _BadArguments(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # noqa: D401 - raise instead of exiting the runner
+    def error(self, message: str):  # raise instead of exiting the runner
         raise _BadArguments(message)
 
 

@@ -27,8 +27,9 @@ from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout, GuestUnreachable, InfraError
 from runner.guest.ssh import SshShell
 from runner.mcp.trajectory import CURRENT_TOOL, RecordingDisplay, Trajectory
-from runner.runs.episode_script import EpisodeScript, Prepared, Scored
+from runner.runs.episode_script import EpisodeScript, Prepared, Scored, episode_fault
 from runner.sandbox import computer
+from runner.scoring.blame import blame
 
 NO_TIMEOUT_S = 24 * 3600  # what "no timeout" means to a channel that needs a deadline
 # A command for another account goes through the admin channel with its input inside the script.
@@ -94,8 +95,16 @@ class SandboxEpisode:
         if self.script is None or self._prepared is None:
             raise InfraError("this sandbox plays no cu-run task: its sample's metadata names none (cu_run_task)")
         if self.scored is None:
-            self.script.agent_ended()
-            self.scored = self.script.conclude(self._prepared, AgentResult("done"))
+            try:
+                self.script.agent_ended()
+                self.scored = self.script.conclude(self._prepared, AgentResult("done"))
+            except Exception as exc:  # noqa: BLE001 - blamed as a run blames it
+                fault = episode_fault(self.vm, exc, self.script.state.stage)
+                judged = blame(fault.error, fault.stage, fault.host_fault)
+                if judged.outcome != "fail":
+                    raise fault.error from exc  # the host's fault: Inspect's sample error (--retry-on-error)
+                # The guest ended or broken after the agent acted: the agent's doing, a fail that counts.
+                self.scored = Scored("fail", judged.reason, AgentResult("done"), {})
         return self.scored
 
     def close(self, interrupted: bool) -> None:

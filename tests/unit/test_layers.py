@@ -35,7 +35,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("live view", ("runner.live", "runner.live.*")),
     ("runs", ("runner.runs.*", "runner.session", "runner.doctor")),
     ("cluster", ("runner.cluster", "runner.cluster.*")),
-    ("commands", ("runner.cli", "runner.cli.*", "runner.__main__")),
+    ("inspect sandbox", ("runner.sandbox", "runner.sandbox.*")),
+    ("commands", ("runner.api", "runner.cli", "runner.cli.*", "runner.__main__")),
 ]
 
 # The seams' interfaces: none may import a module that implements one.
