@@ -18,7 +18,7 @@ _PREFIX = "" if get_installed_package_name(_probe) == "cu_run" else "cu_run/"
 
 
 @task(name=f"{_PREFIX}suite")
-def suite(suite: str = "linux-core", tasks: str | None = None, tags: str | None = None,
+def suite(suite: str = "linux-core", tasks: str | list[str] | None = None, tags: str | list[str] | None = None,
           image: str | None = None) -> Task:
     """A cu-run suite as an Inspect task: `inspect eval cu_run/suite -T suite=linux-core --model ...`.
 
@@ -28,5 +28,9 @@ def suite(suite: str = "linux-core", tasks: str | None = None, tags: str | None 
     return suite_task(suite, _listed(tasks), _listed(tags), image)
 
 
-def _listed(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+def _listed(value: str | list[str] | None) -> list[str] | None:
+    """-T tasks=a,b arrives as a list (Inspect reads the value as YAML), -T tasks=a as a string."""
+    if not value:
+        return None
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return [v.strip() for v in items if v.strip()]

@@ -28,6 +28,7 @@ from inspect_ai.util._sandbox.environment import HostMapping, PortMapping, Sandb
 from pydantic import BaseModel
 
 from runner.config import Settings
+from runner.errors import UsageError
 from runner.images.catalog import Catalog
 from runner.runs.admission import available_mib, vms_that_fit
 from runner.sandbox.episode import ReadTooLarge, SandboxEpisode, SandboxGone
@@ -90,10 +91,27 @@ def _options(config: SandboxEnvironmentConfigType | None) -> SandboxOptions:
     if config is None:
         return CuRunSandboxConfig().options()
     if isinstance(config, str):
-        return CuRunSandboxConfig(image=config).options()
+        # Inspect resolves a string against the task file's folder, as it would a compose file: a
+        # file there is a configuration (YAML or JSON), anything else names an image.
+        path = Path(config)
+        if path.is_file():
+            return _config_file(path).options()
+        return CuRunSandboxConfig(image=path.name).options()
     if isinstance(config, CuRunSandboxConfig):
         return config.options()
     raise ValueError(f"the cu-run sandbox takes an image name or a CuRunSandboxConfig, not {type(config).__name__}")
+
+
+def _config_file(path: Path) -> CuRunSandboxConfig:
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        return CuRunSandboxConfig(**data)
+    except (yaml.YAMLError, TypeError, ValidationError) as exc:
+        raise UsageError(f"{path}: not a cu-run sandbox configuration: {exc}",
+                         fix="a mapping of image, accel, start, cache_dir, libvirt_uri, artifacts") from exc
 
 
 @sandboxenv(name="cu-run")

@@ -10,14 +10,15 @@ did in the guest as the desktop user reaches the verdict but the guest's state.
 from __future__ import annotations
 
 import anyio
-from inspect_ai import Task
+from inspect_ai import Task as InspectTask
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Solver, TaskState
 from inspect_ai.util import SandboxEnvironmentSpec, sandbox
 
 from runner.sandbox.provider import CuRunSandbox, CuRunSandboxConfig
-from runner.tasks.model import TagFilter, load_suite
+from runner.errors import UsageError
+from runner.tasks.model import TagFilter, Task, load_suite
 
 SYSTEM_PROMPT = ("You operate a Linux desktop through the computer tool: screenshots, the mouse and the keyboard. "
                  "Do the task you are given, then answer with a short summary of what you did.")
@@ -26,14 +27,25 @@ SYSTEM_PROMPT = ("You operate a Linux desktop through the computer tool: screens
 def suite_samples(suite: str, tasks: list[str] | None = None, tags: list[str] | None = None) -> list[Sample]:
     """The samples of SUITE's tasks (TASKS by id, or those TAGS lets through)."""
     loaded = load_suite(suite)
-    chosen = loaded.select(tasks, TagFilter((tuple(tags),) if tags else (), ()))
-    return [Sample(id=t.id, input=t.spec.instruction, target="pass",
-                   metadata={"cu_run_suite": suite, "cu_run_task": t.id, "timeout_s": t.spec.timeout_s})
-            for t in chosen]
+    return [_sample(suite, t, t.id, {}) for t in loaded.select(tasks, TagFilter((tuple(tags),) if tags else (), ()))]
+
+
+def task_sample(suite: str, task_id: str, *, id: str | None = None, metadata: dict | None = None) -> Sample:  # noqa: A002
+    """One sample of SUITE's task TASK_ID, as ID [default: the task's id], with METADATA of the
+    sample's own beside what names the task (a scripted solver's steps, say)."""
+    found = {t.id: t for t in load_suite(suite).tasks}.get(task_id)
+    if found is None:
+        raise UsageError(f"suite {suite} has no task {task_id!r}", fix=f"cu-run tasks list --suite {suite}")
+    return _sample(suite, found, id or task_id, metadata or {})
+
+
+def _sample(suite: str, task: Task, sample_id: str, metadata: dict) -> Sample:
+    return Sample(id=sample_id, input=task.spec.instruction, target="pass",
+                  metadata={**metadata, "cu_run_suite": suite, "cu_run_task": task.id, "timeout_s": task.spec.timeout_s})
 
 
 def suite_task(suite: str, tasks: list[str] | None = None, tags: list[str] | None = None, image: str | None = None,
-               solver: Solver | None = None) -> Task:
+               solver: Solver | None = None) -> InspectTask:
     """SUITE as an Inspect task on IMAGE [default: the image its tasks name, else linux-test]. SOLVER
     [default: a ReAct agent with Inspect's computer() tool]. The time limit is the longest task's
     timeout_s."""
@@ -41,7 +53,7 @@ def suite_task(suite: str, tasks: list[str] | None = None, tags: list[str] | Non
     loaded = load_suite(suite)
     named = {t.spec.image for t in loaded.tasks if t.id in {s.id for s in samples} and t.spec.image}
     chosen_image = image or (named.pop() if len(named) == 1 else "linux-test")
-    return Task(dataset=samples, solver=solver or default_solver(), scorer=cu_run_scorer(),
+    return InspectTask(dataset=samples, solver=solver or default_solver(), scorer=cu_run_scorer(),
                 sandbox=SandboxEnvironmentSpec("cu-run", CuRunSandboxConfig(image=chosen_image)),
                 time_limit=max(int(s.metadata["timeout_s"]) for s in samples if s.metadata))
 
