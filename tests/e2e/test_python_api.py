@@ -3,6 +3,7 @@ open_vm with its shells, display and MCP endpoint), reading back with read_resul
 
 import anyio
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from rich.console import Console
@@ -11,6 +12,7 @@ from vmtools import leftovers
 import cu_run
 
 
+@pytest.mark.full  # three episodes; the CLI's run and validate, which call the same functions, are in the default tier
 def test_run_then_validate_then_read_and_compare(linux_image, settings, host, tmp_path):
     quiet = Console(quiet=True)
     result = cu_run.run("linux-core", "oracle", tasks=["folder-tree"], out=tmp_path / "run",
