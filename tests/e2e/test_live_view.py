@@ -155,3 +155,8 @@ def test_a_live_run_shows_its_slots_lets_a_person_take_over_and_records_everythi
         assert sample.metadata["outcome"] == records[task]["outcome"]
         assert sample.metadata["intervened"] == records[task]["intervened"]
     assert any(e.id.startswith("human-") for e in samples["calc-to-file"].events)
+    # As a person opens it: inspect view shows the episode's first screen atop the sample's
+    # transcript (the viewer renders only what is in view).
+    from headless_page import images_in_inspect_view
+
+    assert images_in_inspect_view(tmp_path, "live.eval", "calc-to-file") >= 1
