@@ -75,3 +75,20 @@ def test_the_sandbox_config_is_an_image_name_a_yaml_file_or_a_model(tmp_path):
     config.write_text("start: sometimes\n")
     with pytest.raises(UsageError, match="not a cu-run sandbox configuration"):
         _options(str(config))
+
+
+def test_cu_run_suite_is_an_inspect_task_of_the_suites_samples():
+    pytest.importorskip("inspect_ai")
+    from inspect_ai._util.registry import registry_lookup
+
+    suite_task = registry_lookup("task", "cu_run/suite")
+    assert suite_task is not None, "inspect eval cu_run/suite finds it through the entry point"
+    task = suite_task(suite="linux-core", tasks=["folder-tree", "env-var"])
+    assert [s.id for s in task.dataset] == ["folder-tree", "env-var"]
+    sample = task.dataset[0]
+    assert sample.metadata["cu_run_task"] == "folder-tree" and sample.metadata["cu_run_suite"] == "linux-core"
+    assert "projects/alpha/docs" in sample.input
+    assert task.sandbox.type == "cu-run" and task.sandbox.config.image == "linux-test"
+    assert task.time_limit == 300
+    with pytest.raises(UsageError, match="no task 'nope'"):
+        suite_task(suite="linux-core", tasks="nope")
