@@ -147,9 +147,7 @@ class SandboxEpisode:
         IsADirectoryError (each naming FILE), ReadTooLarge past LIMIT bytes."""
         path = self._path(file)
         with self._sftp(file) as sftp:
-            info = _stat(sftp, path, file)
-            if info is not None and stat.S_ISDIR(info.st_mode or 0):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+            info = _not_a_folder(sftp, path, file)
             if info is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", file)
             if (info.st_size or 0) > limit:
@@ -166,10 +164,7 @@ class SandboxEpisode:
         IsADirectoryError (each naming FILE)."""
         path = self._path(file)
         with self._sftp(file) as sftp:
-            info = _stat(sftp, path, file)
-            if info is not None and stat.S_ISDIR(info.st_mode or 0):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
-            if info is None:
+            if _not_a_folder(sftp, path, file) is None:
                 _make_folders(sftp, str(PurePosixPath(path).parent), file)
             try:
                 sftp.putfo(io.BytesIO(contents), path, confirm=False)
@@ -232,6 +227,14 @@ def _stat(sftp: paramiko.SFTPClient, path: str, file: str) -> paramiko.SFTPAttri
         return None
     except OSError as exc:
         raise _path_error(exc, file) from exc
+
+
+def _not_a_folder(sftp: paramiko.SFTPClient, path: str, file: str) -> paramiko.SFTPAttributes | None:
+    """PATH's attributes (None: there is nothing there); IsADirectoryError naming FILE for a folder."""
+    info = _stat(sftp, path, file)
+    if info is not None and stat.S_ISDIR(info.st_mode or 0):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+    return info
 
 
 def _make_folders(sftp: paramiko.SFTPClient, folder: str, file: str) -> None:
