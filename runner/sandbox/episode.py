@@ -12,6 +12,7 @@ cannot touch (runner.runs.episode_script, shared with `cu-run run`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -64,6 +65,8 @@ class SandboxEpisode:
         self.display = RecordingDisplay(vm.display, self.trajectory)
         self._prepared: Prepared | None = None
         self.scored: Scored | None = None
+        self.live_url: str | None = None
+        self._live: contextlib.ExitStack | None = None
 
     @property
     def home(self) -> str:
@@ -107,8 +110,21 @@ class SandboxEpisode:
                 self.scored = Scored("fail", judged.reason, AgentResult("done"), {})
         return self.scored
 
+    def serve_live(self) -> str:
+        """The live view of this VM (view only, 127.0.0.1, its own token) until the episode ends;
+        returns its URL."""
+        from runner.live.server import LiveServer
+        from runner.runs.live_sources import SingleVmSource
+
+        self._live = contextlib.ExitStack()
+        server = self._live.enter_context(LiveServer(SingleVmSource(self.vm, "inspect sample")))
+        self.live_url = server.url
+        return server.url
+
     def close(self, interrupted: bool) -> None:
         """Keeps the artifacts and removes the VM, however the sample ended."""
+        if self._live is not None:
+            self._live.close()
         try:
             if self.vm.started:
                 self.vm.capture_artifacts(self.ep_dir)

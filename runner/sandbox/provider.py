@@ -46,11 +46,13 @@ class CuRunSandboxConfig(BaseModel, frozen=True):
     cache_dir: str | None = None  # cu-run's cache [default: CU_RUN_HOME, else ~/.cache/cu-run]
     libvirt_uri: str | None = None
     artifacts: str | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
+    live: bool = False  # each sample's VM in cu-run's live view (view only); its URL in connection() and the log
 
     def options(self) -> SandboxOptions:
         return SandboxOptions(image=self.image, accel=self.accel, start=self.start,
                               cache_dir=Path(self.cache_dir) if self.cache_dir else None,
-                              libvirt_uri=self.libvirt_uri, artifacts=Path(self.artifacts) if self.artifacts else None)
+                              libvirt_uri=self.libvirt_uri, artifacts=Path(self.artifacts) if self.artifacts else None,
+                              live=self.live)
 
 
 class CuRunConnection(SandboxConnection):
@@ -111,7 +113,7 @@ def _config_file(path: Path) -> CuRunSandboxConfig:
         return CuRunSandboxConfig(**data)
     except (yaml.YAMLError, TypeError, ValidationError) as exc:
         raise UsageError(f"{path}: not a cu-run sandbox configuration: {exc}",
-                         fix="a mapping of image, accel, start, cache_dir, libvirt_uri, artifacts") from exc
+                         fix="a mapping of image, accel, start, cache_dir, libvirt_uri, artifacts, live") from exc
 
 
 @sandboxenv(name="cu-run")
@@ -256,7 +258,8 @@ class CuRunSandbox(SandboxEnvironment):
         return CuRunConnection(type="cu-run", command=endpoints.how_to_connect(), container=endpoints.domain,
                                ports=[PortMapping(container_port=5900, protocol="tcp",
                                                   mappings=[HostMapping(host_ip=host, host_port=int(port))])],
-                               vnc=endpoints.vnc, vnc_password=endpoints.vnc_password)
+                               vnc=endpoints.vnc, vnc_password=endpoints.vnc_password,
+                               live_view=self.episode.live_url)
 
 
 def _sweep(vms: TaskVMs) -> None:

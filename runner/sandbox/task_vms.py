@@ -38,6 +38,7 @@ class SandboxOptions:
     cache_dir: Path | None = None
     libvirt_uri: str | None = None
     artifacts: Path | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
+    live: bool = False  # each sample's VM in the live view (view only), its URL in connection() and the log
 
 
 class InspectAgent(Agent):
@@ -114,6 +115,8 @@ class TaskVMs:
                                         vm, task, InspectAgent(), ep_dir) if task is not None else None)
                 episode = SandboxEpisode(vm, ep_dir, script)
                 episode.begin()
+                if self.options.live:
+                    notice(f"live: {episode.serve_live()} ({vm.name})")
                 with self._lock:
                     self._live[slot] = episode
             except BaseException:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 
+import httpx2
 import pytest
 
 pytest.importorskip("inspect_ai")
@@ -27,8 +28,9 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def sample_vm(linux_image, settings):
-    """One sample's VM for the module's checks, as sample_init starts it (no cu-run task)."""
-    options = SandboxOptions(image="linux-test", cache_dir=settings.cache_dir)
+    """One sample's VM for the module's checks, as sample_init starts it (no cu-run task), in the
+    live view."""
+    options = SandboxOptions(image="linux-test", cache_dir=settings.cache_dir, live=True)
     vms = TaskVMs.open(options, print)
     episode, slot = vms.start_episode({}, print)
     yield CuRunSandbox(episode, slot, ("conformance", options))
@@ -79,3 +81,7 @@ async def test_connection_gives_the_screen(sandbox_env):
     assert connection.vnc == sandbox_env.episode.vm.endpoints.vnc and connection.vnc_password
     assert connection.ports[0].mappings[0].host_port == int(connection.vnc.rsplit(":", 1)[1])
     assert connection.command.startswith("ssh ")
+    # The live view: its page with the token, refused without it.
+    assert connection.live_view is not None and "token=" in connection.live_view
+    assert httpx2.get(connection.live_view, timeout=30).status_code == 200
+    assert httpx2.get(connection.live_view.split("?")[0], timeout=30).status_code == 401
