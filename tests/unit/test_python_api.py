@@ -1,6 +1,6 @@
 """cu_run's public API without a VM: the names it exports, how options become a run's request,
 and what it reads of runs that exist. The entry points that start VMs (run, validate, open_vm)
-are tested on real VMs in tests/e2e/test_python_api.py."""
+are tested on real VMs in tests/e2e/test_python_api_on_vms.py."""
 
 import json
 from pathlib import Path
