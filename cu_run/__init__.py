@@ -3,7 +3,7 @@
     import cu_run
 
     result = cu_run.run("linux-core", "claude", vm_pool=2, trials=3, model="claude-sonnet-4-5")
-    print(result.summary["success_rate"])
+    print(result.summary["overall"]["rate"])
 
     with cu_run.open_vm("linux-test") as vm:
         print(vm.user_shell.run("id -un").stdout)
