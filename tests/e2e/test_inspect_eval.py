@@ -51,3 +51,20 @@ def test_the_example_passes_one_sample_and_fails_the_other(linux_image, settings
     assert not [d for d in host.cu_domains() if d.tag and d.tag.owner_pid == os.getpid()]
     assert images_in_inspect_view(tmp_path, Path(log.location).name, "solves", "messages") >= 4, \
         "inspect view shows the steps' screenshots"
+
+
+@pytest.mark.full  # the trust model's sample runs as `cu-run run` in the default tier (test_tamper.py), and the
+# scorer is the run's episode script; cu_run/suite is resolved and built in tests/unit/test_inspect_computer.py
+def test_a_suite_as_an_inspect_task_gives_a_tamper_solver_no_pass(linux_image, settings, host, tmp_path):
+    suite = REPO / "tests" / "e2e" / "tamper_suite"
+    log = inspect_eval("cu_run/suite", tmp_path, settings, "-T", f"suite={suite}", "-T", f"tasks={','.join(TAMPER)}",
+                       "--solver", "tests/e2e/inspect_tamper_solver.py@tamper")
+    assert log.status == "success", "no attack may turn into an error that drops the sample out"
+    scores = {s.id: next(iter(s.scores.values())) for s in log.samples}
+    assert set(scores) == set(TAMPER)
+    assert {k: v.value for k, v in scores.items()} == dict.fromkeys(TAMPER, "I"), \
+        {k: v.explanation for k, v in scores.items()}
+    for task in ("forged-newline", "rc-hijack", "stdout-injection"):  # the honest verifier decided
+        verify_log = Path(scores[task].metadata["episode_folder"]) / "verify.log"
+        assert "FAIL" in verify_log.read_text(), task
+    assert leftovers(host, settings) == []
