@@ -29,7 +29,7 @@ from common import emit, summarize  # noqa: E402
 
 from runner.sandbox.computer import COMPUTER_TOOL  # noqa: E402
 from runner.sandbox.provider import CuRunSandbox  # noqa: E402
-from runner.sandbox.task_vms import SandboxOptions, TaskVMs  # noqa: E402
+from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs  # noqa: E402
 
 XDOTOOL = "DISPLAY=:0 XAUTHORITY=$HOME/.Xauthority xdotool"
 
@@ -82,7 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=20)
     args = parser.parse_args()
-    options = SandboxOptions(image="linux-test")
+    options = CuRunSandboxConfig(image="linux-test")
     vms = TaskVMs.open(options, lambda line: print(line, file=sys.stderr))
     episode, slot = vms.start_episode({}, lambda line: print(line, file=sys.stderr))
     try:

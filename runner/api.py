@@ -41,9 +41,8 @@ def run_request(suite: str, agent: str, *, tasks: list[str] | tuple[str, ...] = 
     for name in ("out", "selection", "assets"):
         if options.get(name) is not None:
             options[name] = Path(options[name])
-    for name in ("tools",):
-        if isinstance(options.get(name), str):
-            options[name] = tuple(t.strip() for t in options[name].split(",") if t.strip())
+    if isinstance(options.get("tools"), str):  # "screen,mouse", as the CLI takes it
+        options["tools"] = tuple(t.strip() for t in options["tools"].split(",") if t.strip())
     if isinstance(options.get("agent_env"), dict):
         options["agent_env"] = tuple(options["agent_env"].items())
     tag_filter = tags if isinstance(tags, TagFilter) else TagFilter((tuple(tags),) if tags else (),

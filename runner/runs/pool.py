@@ -66,4 +66,3 @@ class Pool(Protocol):
 
 
 PoolOpener = Callable[[Settings, RunPlan, RunRequest, PoolHooks], AbstractContextManager[Pool]]
-

@@ -63,7 +63,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = episode_tasks(request, tasks)
     agent = request_agent(request, tasks)
     external_server(request, agent)
-    image = Catalog(settings.images_dir).get(request.image or _image(suite, tasks) or get_profile(profile).default_image)
+    image = Catalog(settings.images_dir).get(request.image or named_image(suite, tasks) or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")
@@ -140,7 +140,7 @@ def _profile(suite: Suite, tasks: tuple[Task, ...]) -> str:
     return profiles.pop()
 
 
-def _image(suite: Suite, tasks: tuple[Task, ...]) -> str | None:
+def named_image(suite: Suite, tasks: tuple[Task, ...]) -> str | None:
     """The image the tasks name (task.yaml's image), or None when none does."""
     named = {t.spec.image for t in tasks if t.spec.image}
     if len(named) > 1:

@@ -12,7 +12,7 @@ cannot touch (runner.runs.episode_script, shared with `cu-run run`).
 
 from __future__ import annotations
 
-import contextlib
+import base64
 import errno
 import io
 import json
@@ -20,6 +20,7 @@ import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import paramiko
 
@@ -31,6 +32,9 @@ from runner.mcp.trajectory import CURRENT_TOOL, RecordingDisplay, Trajectory
 from runner.runs.episode_script import EpisodeScript, Prepared, Scored, episode_fault
 from runner.sandbox import computer
 from runner.scoring.blame import blame
+
+if TYPE_CHECKING:
+    from runner.live.server import LiveServer
 
 NO_TIMEOUT_S = 24 * 3600  # what "no timeout" means to a channel that needs a deadline
 # A command for another account goes through the admin channel with its input inside the script.
@@ -65,8 +69,7 @@ class SandboxEpisode:
         self.display = RecordingDisplay(vm.display, self.trajectory)
         self._prepared: Prepared | None = None
         self.scored: Scored | None = None
-        self.live_url: str | None = None
-        self._live: contextlib.ExitStack | None = None
+        self._live: LiveServer | None = None
 
     @property
     def home(self) -> str:
@@ -116,10 +119,12 @@ class SandboxEpisode:
         from runner.live.server import LiveServer
         from runner.runs.live_sources import SingleVmSource
 
-        self._live = contextlib.ExitStack()
-        server = self._live.enter_context(LiveServer(SingleVmSource(self.vm, "inspect sample")))
-        self.live_url = server.url
-        return server.url
+        self._live = LiveServer(SingleVmSource(self.vm, "inspect sample")).start()
+        return self._live.url
+
+    @property
+    def live_url(self) -> str | None:
+        return self._live.url if self._live is not None else None
 
     def close(self, interrupted: bool) -> None:
         """Keeps the artifacts and removes the VM, however the sample ended."""
@@ -211,8 +216,6 @@ class SandboxEpisode:
         elif len(stdin) > ADMIN_INPUT_MAX:
             raise ValueError(f"input for another account is limited to {ADMIN_INPUT_MAX} bytes")
         else:
-            import base64
-
             script += f"base64 -d <<'CU_RUN_EOF' | {run}\n{base64.b64encode(stdin).decode()}\nCU_RUN_EOF\n"
         try:
             result = self.vm.admin_shell.run(script, timeout=timeout)

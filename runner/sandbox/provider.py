@@ -32,27 +32,9 @@ from runner.errors import UsageError
 from runner.images.catalog import Catalog
 from runner.runs.admission import available_mib, vms_that_fit
 from runner.sandbox.episode import ReadTooLarge, SandboxEpisode, SandboxGone
-from runner.sandbox.task_vms import SandboxOptions, TaskVMs
+from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs
 
 log = logging.getLogger("cu_run.sandbox")
-
-
-class CuRunSandboxConfig(BaseModel, frozen=True):
-    """The sandbox's configuration; a plain string is the image's name."""
-
-    image: str = "linux-test"
-    accel: Literal["auto", "kvm", "tcg"] = "auto"
-    start: Literal["auto", "warm", "cold"] = "auto"
-    cache_dir: str | None = None  # cu-run's cache [default: CU_RUN_HOME, else ~/.cache/cu-run]
-    libvirt_uri: str | None = None
-    artifacts: str | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
-    live: bool = False  # each sample's VM in cu-run's live view (view only); its URL in connection() and the log
-
-    def options(self) -> SandboxOptions:
-        return SandboxOptions(image=self.image, accel=self.accel, start=self.start,
-                              cache_dir=Path(self.cache_dir) if self.cache_dir else None,
-                              libvirt_uri=self.libvirt_uri, artifacts=Path(self.artifacts) if self.artifacts else None,
-                              live=self.live)
 
 
 class CuRunConnection(SandboxConnection):
@@ -67,11 +49,11 @@ class _Tasks:
     """The open TaskVMs of this process, by task and configuration, with each one's slot limiter."""
 
     def __init__(self) -> None:
-        self.vms: dict[tuple[str, SandboxOptions], TaskVMs] = {}
-        self.limits: dict[tuple[str, SandboxOptions], anyio.Semaphore] = {}
-        self.told_waiting: set[tuple[str, SandboxOptions]] = set()
+        self.vms: dict[tuple[str, CuRunSandboxConfig], TaskVMs] = {}
+        self.limits: dict[tuple[str, CuRunSandboxConfig], anyio.Semaphore] = {}
+        self.told_waiting: set[tuple[str, CuRunSandboxConfig]] = set()
 
-    async def open(self, task_name: str, options: SandboxOptions) -> tuple[TaskVMs, anyio.Semaphore]:
+    async def open(self, task_name: str, options: CuRunSandboxConfig) -> tuple[TaskVMs, anyio.Semaphore]:
         key = (task_name, options)
         if key not in self.vms:
             vms = await anyio.to_thread.run_sync(lambda: TaskVMs.open(options, _notice))
@@ -89,18 +71,18 @@ def _notice(line: str) -> None:
     log.warning("cu-run: %s", line)
 
 
-def _options(config: SandboxEnvironmentConfigType | None) -> SandboxOptions:
+def _options(config: SandboxEnvironmentConfigType | None) -> CuRunSandboxConfig:
     if config is None:
-        return CuRunSandboxConfig().options()
+        return CuRunSandboxConfig()
     if isinstance(config, str):
         # Inspect resolves a string against the task file's folder, as it would a compose file: a
         # file there is a configuration (YAML or JSON), anything else names an image.
         path = Path(config)
         if path.is_file():
-            return _config_file(path).options()
-        return CuRunSandboxConfig(image=path.name).options()
+            return _config_file(path)
+        return CuRunSandboxConfig(image=path.name)
     if isinstance(config, CuRunSandboxConfig):
-        return config.options()
+        return config
     raise ValueError(f"the cu-run sandbox takes an image name or a CuRunSandboxConfig, not {type(config).__name__}")
 
 
@@ -120,7 +102,7 @@ def _config_file(path: Path) -> CuRunSandboxConfig:
 class CuRunSandbox(SandboxEnvironment):
     """One sample's episode VM."""
 
-    def __init__(self, episode: SandboxEpisode, slot: int, key: tuple[str, SandboxOptions]) -> None:
+    def __init__(self, episode: SandboxEpisode, slot: int, key: tuple[str, CuRunSandboxConfig]) -> None:
         super().__init__()
         self.episode = episode
         self.slot = slot

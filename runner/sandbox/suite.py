@@ -18,7 +18,8 @@ from inspect_ai.util import SandboxEnvironmentSpec, sandbox
 
 from runner.sandbox.provider import CuRunSandbox, CuRunSandboxConfig
 from runner.errors import UsageError
-from runner.tasks.model import TagFilter, Task, load_suite
+from runner.runs.run_plan import named_image
+from runner.tasks.model import Suite, TagFilter, Task, load_suite
 
 SYSTEM_PROMPT = ("You operate a Linux desktop through the computer tool: screenshots, the mouse and the keyboard. "
                  "Do the task you are given, then answer with a short summary of what you did.")
@@ -26,8 +27,8 @@ SYSTEM_PROMPT = ("You operate a Linux desktop through the computer tool: screens
 
 def suite_samples(suite: str, tasks: list[str] | None = None, tags: list[str] | None = None) -> list[Sample]:
     """The samples of SUITE's tasks (TASKS by id, or those TAGS lets through)."""
-    loaded = load_suite(suite)
-    return [_sample(suite, t, t.id, {}) for t in loaded.select(tasks, TagFilter((tuple(tags),) if tags else (), ()))]
+    _loaded, chosen = _chosen(suite, tasks, tags)
+    return [_sample(suite, t, t.id, {}) for t in chosen]
 
 
 def task_sample(suite: str, task_id: str, *, id: str | None = None, metadata: dict | None = None) -> Sample:  # noqa: A002
@@ -39,6 +40,11 @@ def task_sample(suite: str, task_id: str, *, id: str | None = None, metadata: di
     return _sample(suite, found, id or task_id, metadata or {})
 
 
+def _chosen(suite: str, tasks: list[str] | None, tags: list[str] | None) -> tuple[Suite, tuple[Task, ...]]:
+    loaded = load_suite(suite)
+    return loaded, loaded.select(tasks, TagFilter((tuple(tags),) if tags else (), ()))
+
+
 def _sample(suite: str, task: Task, sample_id: str, metadata: dict) -> Sample:
     return Sample(id=sample_id, input=task.spec.instruction, target="pass",
                   metadata={**metadata, "cu_run_suite": suite, "cu_run_task": task.id, "timeout_s": task.spec.timeout_s})
@@ -46,16 +52,15 @@ def _sample(suite: str, task: Task, sample_id: str, metadata: dict) -> Sample:
 
 def suite_task(suite: str, tasks: list[str] | None = None, tags: list[str] | None = None, image: str | None = None,
                solver: Solver | None = None) -> InspectTask:
-    """SUITE as an Inspect task on IMAGE [default: the image its tasks name, else linux-test]. SOLVER
-    [default: a ReAct agent with Inspect's computer() tool]. The time limit is the longest task's
-    timeout_s."""
-    samples = suite_samples(suite, tasks, tags)
-    loaded = load_suite(suite)
-    named = {t.spec.image for t in loaded.tasks if t.id in {s.id for s in samples} and t.spec.image}
-    chosen_image = image or (named.pop() if len(named) == 1 else "linux-test")
-    return InspectTask(dataset=samples, solver=solver or default_solver(), scorer=cu_run_scorer(),
-                sandbox=SandboxEnvironmentSpec("cu-run", CuRunSandboxConfig(image=chosen_image)),
-                time_limit=max(int(s.metadata["timeout_s"]) for s in samples if s.metadata))
+    """SUITE as an Inspect task on IMAGE [default: the image its tasks name, as a run chooses it,
+    else linux-test]. SOLVER [default: a ReAct agent with Inspect's computer() tool]. The time
+    limit is the longest task's timeout_s."""
+    loaded, chosen = _chosen(suite, tasks, tags)
+    sandbox_image = image or named_image(loaded, chosen) or "linux-test"
+    return InspectTask(dataset=[_sample(suite, t, t.id, {}) for t in chosen], solver=solver or default_solver(),
+                       scorer=cu_run_scorer(),
+                       sandbox=SandboxEnvironmentSpec("cu-run", CuRunSandboxConfig(image=sandbox_image)),
+                       time_limit=max(t.spec.timeout_s for t in chosen))
 
 
 def default_solver() -> Solver:

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
 
 from runner.agents.base import Agent, AgentResult
 from runner.config import Settings
@@ -28,17 +31,16 @@ from runner.tasks.model import Suite, Task, load_suite
 MOST_SLOTS = 64
 
 
-@dataclass(frozen=True)
-class SandboxOptions:
-    """What `sandbox=("cu-run", ...)` configures (runner.sandbox.provider.CuRunSandboxConfig)."""
+class CuRunSandboxConfig(BaseModel, frozen=True):
+    """What `sandbox=("cu-run", ...)` configures; a plain string there is the image's name."""
 
     image: str = "linux-test"
-    accel: str = "auto"
-    start: str = "auto"
-    cache_dir: Path | None = None
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    start: Literal["auto", "warm", "cold"] = "auto"
+    cache_dir: Path | None = None  # cu-run's cache [default: CU_RUN_HOME, else ~/.cache/cu-run]
     libvirt_uri: str | None = None
     artifacts: Path | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
-    live: bool = False  # each sample's VM in the live view (view only), its URL in connection() and the log
+    live: bool = False  # each sample's VM in cu-run's live view (view only); its URL in connection() and the log
 
 
 class InspectAgent(Agent):
@@ -53,7 +55,7 @@ class InspectAgent(Agent):
 @dataclass
 class TaskVMs:
     settings: Settings
-    options: SandboxOptions
+    options: CuRunSandboxConfig
     scope: RunScope
     stack: ExitStack
     warm: dict = field(default_factory=dict)  # slot -> its usable warm state (runner.images.warm_state.WarmSlot)
@@ -62,10 +64,10 @@ class TaskVMs:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _suites: dict[str, Suite] = field(default_factory=dict)
     _started: int = 0
-    _live: dict[int, SandboxEpisode] = field(default_factory=dict)  # slot -> its episode, until ended
+    _episodes: dict[int, SandboxEpisode] = field(default_factory=dict)  # slot -> its episode, until ended
 
     @classmethod
-    def open(cls, options: SandboxOptions, notice: Callable[[str], None]) -> TaskVMs:
+    def open(cls, options: CuRunSandboxConfig, notice: Callable[[str], None]) -> TaskVMs:
         """Checks the image (catalog, golden disk, accelerator, warm states) and opens the host."""
         settings = Settings.resolve(options.cache_dir, options.libvirt_uri)
         stack = ExitStack()
@@ -111,14 +113,14 @@ class TaskVMs:
             ep_dir.mkdir(parents=True, exist_ok=True)
             vm = self._start_vm(slot, ep_dir, notice)
             try:
-                script = (EpisodeScript(self.scope.pool_config(run_id=self.run_id, suite_rules=self._rules(metadata)),
+                script = (EpisodeScript(self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety),
                                         vm, task, InspectAgent(), ep_dir) if task is not None else None)
                 episode = SandboxEpisode(vm, ep_dir, script)
                 episode.begin()
                 if self.options.live:
                     notice(f"live: {episode.serve_live()} ({vm.name})")
                 with self._lock:
-                    self._live[slot] = episode
+                    self._episodes[slot] = episode
             except BaseException:
                 vm.capture_artifacts(ep_dir)
                 vm.teardown()
@@ -131,7 +133,7 @@ class TaskVMs:
     def end_episode(self, slot: int, interrupted: bool) -> None:
         """Tears SLOT's episode down (its artifacts kept) and frees the slot, however it goes."""
         with self._lock:
-            episode = self._live.pop(slot, None)
+            episode = self._episodes.pop(slot, None)
         try:
             if episode is not None:
                 episode.close(interrupted)
@@ -146,7 +148,7 @@ class TaskVMs:
     def close(self) -> None:
         """Ends what episodes are left (a sample whose cleanup never came), then the scope."""
         try:
-            for slot in list(self._live):
+            for slot in list(self._episodes):
                 self.end_episode(slot, interrupted=True)
         finally:
             self.stack.close()
@@ -196,6 +198,3 @@ class TaskVMs:
             if name not in self._suites:
                 self._suites[name] = load_suite(str(name))
             return self._suites[name]
-
-    def _rules(self, metadata: dict):
-        return self._suite(metadata).safety

@@ -16,7 +16,7 @@ pytest.importorskip("inspect_ai")
 from inspect_ai.util._sandbox.self_check import *  # noqa: E402, F403 - Inspect's checks, collected here
 
 from runner.sandbox.provider import CuRunConnection, CuRunSandbox  # noqa: E402
-from runner.sandbox.task_vms import SandboxOptions, TaskVMs  # noqa: E402
+from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ def anyio_backend():
 def sample_vm(linux_image, settings):
     """One sample's VM for the module's checks, as sample_init starts it (no cu-run task), in the
     live view."""
-    options = SandboxOptions(image="linux-test", cache_dir=settings.cache_dir, live=True)
+    options = CuRunSandboxConfig(image="linux-test", cache_dir=settings.cache_dir, live=True)
     vms = TaskVMs.open(options, print)
     episode, slot = vms.start_episode({}, print)
     yield CuRunSandbox(episode, slot, ("conformance", options))
