@@ -11,6 +11,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from runner.images.catalog import Image
@@ -20,6 +21,7 @@ from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.owner import me
+from runner.runs.admission import available_mib, vms_that_fit
 from runner.images.scratch import scratch_then_rename
 from runner.images.warm_state import (
     BASE_DISK,
@@ -46,23 +48,36 @@ def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, 
                progress: Progress = print, first: int = 0, warm_apps: bool = True) -> list[WarmSlot]:
     """Makes a valid warm state for slots FIRST..FIRST+SLOTS-1, keeping the ones that already are.
     WARM_APPS: run the image's warm_apps first, so its apps start faster after a restore (a
-    bench turns it off to measure what it brings)."""
+    bench turns it off to measure what it brings).
+
+    The slots to make boot side by side, as many at once as the host has cores and memory for:
+    each boot is one busy vCPU thread under TCG, so a second core halves the wait. A slot that
+    fails leaves the others made, and the first failure is raised once they have ended."""
     if slots < 1:
         raise UsageError("--slots must be at least 1")
     image.verify_disk()
     current = current_deps(host, image, accel, settings.libvirt_uri)
-    done = []
+    kept: dict[int, WarmSlot] = {}
+    to_make = []
     for slot in range(first, first + slots):
         found = load_slot(image, slot)
         if found is not None and not force and not stale_reasons(found.state.deps, current):
             progress(f"slot {slot}: warm state is current ({found.bytes / 2**20:.0f} MiB), kept")
-            done.append(found)
-            continue
+            kept[slot] = found
+        else:
+            to_make.append(slot)
+    if to_make:
         # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
-        check_free_space(image.folder, image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
-                         f"warming slot {slot} of {image.name}")
-        done.append(_warm_slot(host, settings, image, slot, accel, current, progress, warm_apps))
-    return done
+        check_free_space(image.folder, len(to_make) * image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
+                         f"warming {len(to_make)} slot(s) of {image.name}")
+        at_once = max(1, min(len(to_make), os.cpu_count() or 1,
+                             vms_that_fit(image.manifest.memory_mib, accel, available_mib())))
+        with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="warm") as workers:
+            made = {slot: workers.submit(_warm_slot, host, settings, image, slot, accel, current, progress, warm_apps)
+                    for slot in to_make}
+        # Every slot has ended here; result() raises the first failure, in slot order.
+        kept.update({slot: future.result() for slot, future in made.items()})
+    return [kept[slot] for slot in sorted(kept)]
 
 
 def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,

@@ -5,11 +5,13 @@ tasks through `cu-run mcp --attach vnc://{vnc}` started per episode behind the r
 import json
 import sys
 
+import pytest
 from vmtools import cu_run
 
 TASKS = ("editor-write-save", "folder-tree")
 
 
+@pytest.mark.full  # the same external server is the attached arm of test_study_on_vms.py
 def test_the_scripted_agent_passes_through_an_external_mcp_server(linux_image, tmp_path):
     out = tmp_path / "run"
     external = f"{sys.executable} -m runner mcp --attach vnc://{{vnc}}"

@@ -67,6 +67,7 @@ def test_libvirtd_restarted_mid_run_costs_no_episode(linux_image, host, settings
     assert leftovers(host, settings) == []
 
 
+@pytest.mark.full  # an infra fault mid-episode: test_fault.py's killed VM; the blame: tests/unit/test_blame.py
 def test_a_hung_guest_is_an_infrastructure_retry_not_the_agents_fault(linux_image, host, settings, tmp_path):
     """QEMU stopped with SIGSTOP while the agent runs: the agent's command times out, the host
     sees the stopped QEMU, and the episode is retried on a fresh VM, where it passes."""

@@ -56,6 +56,7 @@ def test_validate_linux_core_on_a_pool_of_two(linux_image, host, settings, tmp_p
     assert leftovers(host, settings) == []
 
 
+@pytest.mark.full  # resume after a kill: test_fault_matrix.py's killed runner, gc and resume
 def test_interrupted_run_resumes_without_redoing_finished_episodes(linux_image, host, settings, tmp_path):
     out = tmp_path / "run"
     args = ["run", "--suite", "linux-core", "--agent", "oracle", "--tasks", "folder-tree,calc-to-file,zip-roundtrip",

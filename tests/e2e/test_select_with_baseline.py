@@ -4,6 +4,7 @@ changed."""
 
 import shutil
 
+import pytest
 import yaml
 from vmtools import cu_run
 
@@ -22,6 +23,7 @@ def _suite_with_a_planted_task(folder):
     return folder
 
 
+@pytest.mark.full  # the selection: tests/unit/test_selection.py; nop episodes: every default-tier validate
 def test_select_with_a_nop_baseline_is_reproducible_and_binds_the_suite(linux_image, tmp_path):
     suite = _suite_with_a_planted_task(tmp_path / "suite")
     files = []

@@ -87,6 +87,7 @@ def stale_catalog(tmp_path, linux_image, warm_slots):
     return home
 
 
+@pytest.mark.full  # a rarer path; staleness and the refusal: tests/unit/test_warm_states.py
 def test_a_stale_warm_state_is_refused_and_auto_boots_cold(tmp_path, linux_image, warm_slots, host, settings):
     home = stale_catalog(tmp_path, linux_image, warm_slots)
     env = {**os.environ, "CU_RUN_HOME": str(home), "COLUMNS": "400"}

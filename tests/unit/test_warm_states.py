@@ -174,3 +174,40 @@ def test_warm_names_differ_between_catalogs_but_not_between_calls(tmp_path):
     assert warm_identity(one, 0) == warm_identity(one, 0)
     assert warm_identity(one, 0).name != warm_identity(two, 0).name
     assert warm_identity(one, 0).name.startswith("cu-warm-linux-test-") and warm_identity(one, 1).name.endswith("-1")
+
+
+def test_slots_to_make_boot_side_by_side_keep_the_current_ones_and_a_failure_loses_none(image, monkeypatch):
+    """warm_image's scheduling, with a fake in place of one slot's boot (_warm_slot): the current
+    slot is kept, the others boot at once up to the host's cores, and a failed slot neither stops
+    nor loses the ones beside it."""
+    import threading
+
+    from runner.images import warming
+
+    write_slot(image, 0, deps_now(image))
+    running, most, lock = [0], [0], threading.Lock()
+    both_started = threading.Barrier(2, timeout=30)
+
+    def fake_warm_slot(host, settings, image_, slot, accel, current, progress, warm_apps):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        if slot in (1, 2):
+            both_started.wait()  # slots 1 and 2 are in flight together, or this times out
+        with lock:
+            running[0] -= 1
+        if slot == 2:
+            raise InfraError("slot 2's guest never came up")
+        return write_slot(image_, slot, current)
+
+    monkeypatch.setattr(warming, "_warm_slot", fake_warm_slot)
+    monkeypatch.setattr(warming.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(warming, "available_mib", lambda: 64 * 1024)
+
+    class Settings:
+        libvirt_uri = URI
+
+    with pytest.raises(InfraError, match="slot 2"):
+        warming.warm_image(FakeHost(), Settings(), image, 4, "tcg", progress=lambda _line: None)
+    assert most[0] == 2  # never more at once than the cores
+    assert [s.state.slot for s in list_slots(image)] == [0, 1, 3]  # slot 2 failed; 1 and 3 were still made
