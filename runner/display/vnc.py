@@ -36,6 +36,12 @@ SIZE_TTL = 2.0  # seconds a known screen size is trusted before a capture re-rea
 # slowly: eight clicks sent in 25 ms lost every press and left a button "held". Nothing
 # over VNC says when the guest has caught up, so pointer messages are paced instead.
 POINTER_GAP_S = 0.05
+# Typed keys are paced for the same reason. QEMU's PS/2 keyboard holds 16 bytes of scancodes
+# (a key's press and release take two, four with Shift) and drops what comes past them. A guest
+# whose vCPU gets no host CPU for a while drains nothing: on a loaded 2-core host, keys sent
+# 11 ms apart lost 16 characters in the middle of a sentence. At this gap a stall of ~400 ms
+# still loses nothing, at 20 characters a second, which is faster than a person types.
+KEY_GAP_S = 0.05
 
 Capture = Callable[[], bytes]
 # VNC's own authentication is DES by the protocol's definition; vncdotool computes it with
@@ -72,7 +78,7 @@ class VncDisplay(Display):
         *,
         capture: Capture | None = None,
         timeout: float = DEFAULT_TIMEOUT,
-        key_delay: float = 0.01,
+        key_delay: float = KEY_GAP_S,
         pointer_offset: int = 0,
         password: str | None = None,
     ) -> None:
@@ -240,7 +246,7 @@ class VncDisplay(Display):
         for code, shifted in codes:
             self._chord([_SHIFT] if shifted else [], code)
             if pause:
-                time.sleep(pause)
+                time.sleep(pause * 2 if shifted else pause)  # Shift's press and release fill the queue too
 
     def _chord(self, held: list[int], code: int) -> None:
         settle = self._clicked_at + CLICK_SETTLE_S - time.monotonic()

@@ -37,3 +37,23 @@ def test_hotkeys(combo, parsed):
 def test_bad_hotkeys(combo):
     with pytest.raises(ValueError):
         parse_hotkey(combo)
+
+
+def test_typed_keys_are_paced_so_a_stalled_guest_loses_none(monkeypatch):
+    """VncDisplay.type waits KEY_GAP_S after each key, twice that after a shifted one, so the
+    guest's 16-byte PS/2 queue outlasts a stall of its vCPU. The chord and the sleep are the
+    seams: what goes on the wire is checked against QEMU's VNC in tests/e2e/test_episode.py."""
+    from runner.display import vnc
+
+    sent, slept = [], []
+    display = object.__new__(vnc.VncDisplay)  # no connection: only the pacing is under test
+    display._key_delay = vnc.KEY_GAP_S
+    monkeypatch.setattr(display, "_chord", lambda held, code: sent.append((tuple(held), code)), raising=False)
+    monkeypatch.setattr(vnc.time, "sleep", slept.append)
+
+    display.type("aB")
+    assert sent == [((), keysym("a")), ((vnc._SHIFT,), keysym("B"))]
+    assert slept == [vnc.KEY_GAP_S, 2 * vnc.KEY_GAP_S] and vnc.KEY_GAP_S >= 0.04
+    slept.clear()
+    display.type("ab", delay=0.001)  # an agent that asks for faster typing gets it
+    assert slept == [0.001, 0.001]
