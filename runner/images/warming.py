@@ -21,7 +21,7 @@ from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.owner import me
-from runner.runs.admission import available_mib, vms_that_fit
+from runner.runs.admission import admit, available_mib
 from runner.images.scratch import scratch_then_rename
 from runner.images.warm_state import (
     BASE_DISK,
@@ -70,8 +70,8 @@ def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, 
         # A slot keeps a RAM state (about the guest's memory) and its frozen overlay.
         check_free_space(image.folder, len(to_make) * image.manifest.memory_mib * 2**20 + EPISODE_MIN_FREE_BYTES,
                          f"warming {len(to_make)} slot(s) of {image.name}")
-        at_once = max(1, min(len(to_make), os.cpu_count() or 1,
-                             vms_that_fit(image.manifest.memory_mib, accel, available_mib())))
+        at_once = admit(min(len(to_make), os.cpu_count() or 1), image.manifest.memory_mib, accel,
+                        available_mib()).admitted
         with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="warm") as workers:
             made = {slot: workers.submit(_warm_slot, host, settings, image, slot, accel, current, progress, warm_apps)
                     for slot in to_make}
