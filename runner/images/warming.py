@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from runner.images.catalog import Image
@@ -20,6 +21,7 @@ from runner.errors import InfraError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
+from runner.interrupts import shielded
 from runner.owner import me
 from runner.runs.admission import admit, available_mib
 from runner.images.scratch import scratch_then_rename
@@ -42,6 +44,7 @@ from runner.images.warm_state import (
 
 Progress = Callable[[str], None]
 WARM_APPS_TIMEOUT_S = 900.0  # each big app started once, under TCG
+STOP_GRACE_S = 120.0  # after Ctrl-C, how long the slots being made get to tear down
 
 
 def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
@@ -72,19 +75,118 @@ def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, 
                          f"warming {len(to_make)} slot(s) of {image.name}")
         at_once = admit(min(len(to_make), os.cpu_count() or 1), image.manifest.memory_mib, accel,
                         available_mib()).admitted
-        with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="warm") as workers:
-            made = {slot: workers.submit(_warm_slot, host, settings, image, slot, accel, current, progress, warm_apps)
-                    for slot in to_make}
-        # Every slot has ended here; result() raises the first failure, in slot order.
-        kept.update({slot: future.result() for slot, future in made.items()})
+        boots = _SideBySide(host, image)
+        made = boots.run(to_make, at_once,
+                         lambda slot: _warm_slot(host, settings, image, slot, accel, current, progress, warm_apps, boots))
+        kept.update(made)
     return [kept[slot] for slot in sorted(kept)]
 
 
+class _SideBySide:
+    """Makes slots on threads, and stops them all on Ctrl-C with nothing left half-made.
+
+    Signals reach only the main thread, and a boot in a worker cannot be interrupted: on Ctrl-C
+    the slots not begun are skipped, and the VM of each slot being made is destroyed, so its boot
+    or save fails at once and its own teardown removes the domain and the scratch folder. The
+    main thread waits on events, never Thread.join: a join interrupted by Ctrl-C can leave
+    CPython (< 3.13) believing a thread has ended while it still runs its teardown, and the
+    process would exit under it (runner.runs.scheduler does the same)."""
+
+    def __init__(self, host: Host, image: Image) -> None:
+        self.host = host
+        self.image = image
+        self.stopping = threading.Event()
+        self._guard = threading.Lock()
+        self._held: set[int] = set()  # slots whose lock this process holds: their domains are ours
+
+    def hold(self, slot: int) -> None:
+        """Called with the slot's lock taken, before its VM starts: a stopping warm starts none."""
+        with self._guard:
+            if self.stopping.is_set():
+                raise KeyboardInterrupt
+            self._held.add(slot)
+
+    def let_go(self, slot: int) -> None:
+        """Called before the slot's lock is released: from then on its domain name is not ours."""
+        with self._guard:
+            self._held.discard(slot)
+
+    def run(self, slots: list[int], at_once: int, make: Callable[[int], WarmSlot]) -> dict[int, WarmSlot]:
+        """MAKE for each of SLOTS, AT_ONCE at a time. Once every slot has ended, raises the
+        first failure in slot order, or returns what each made."""
+        pending: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for slot in slots:
+            pending.put(slot)
+        outcomes: dict[int, WarmSlot | BaseException] = {}
+
+        def worker(done: threading.Event) -> None:
+            try:
+                while not self.stopping.is_set():
+                    try:
+                        slot = pending.get_nowait()
+                    except queue.Empty:
+                        return
+                    try:
+                        outcomes[slot] = make(slot)
+                    except BaseException as exc:  # noqa: BLE001 - kept, and raised in slot order below
+                        outcomes[slot] = exc
+            finally:
+                done.set()
+
+        finished = [threading.Event() for _ in range(at_once)]
+        try:
+            for index, done in enumerate(finished):
+                threading.Thread(target=worker, args=(done,), name=f"warm-{index}", daemon=True).start()
+            _wait_all(finished)
+        except KeyboardInterrupt:
+            with self._guard:
+                self.stopping.set()  # from here no slot is taken: hold() refuses
+            with shielded(self.still_there):
+                # Only a held slot has a VM or a scratch folder, and its worker lets go of it
+                # after both are removed: once none is held, nothing is left half-made.
+                deadline = time.monotonic() + STOP_GRACE_S
+                while self.still_there() and time.monotonic() < deadline:
+                    self._destroy_held()  # again until each has ended: a boot may define its domain late
+                    time.sleep(0.5)
+            if left := self.still_there():
+                raise InfraError(f"interrupted, and {'; '.join(left)} did not finish tearing down within "
+                                 f"{STOP_GRACE_S:.0f} s", fix="`cu-run gc` removes what a stopped warm left") from None
+            raise
+        for slot in slots:
+            if isinstance(outcome := outcomes[slot], BaseException):
+                raise outcome
+        return {slot: outcome for slot, outcome in outcomes.items() if not isinstance(outcome, BaseException)}
+
+    def _destroy_held(self) -> None:
+        with self._guard:  # a slot's lock is not released while its domain is being destroyed
+            for slot in self._held:
+                try:
+                    self.host.destroy(warm_identity(self.image, slot).name)
+                except InfraError:
+                    pass  # libvirt is gone too: the boot fails on its own, and gc finds what is left
+
+    def still_there(self) -> list[str]:
+        with self._guard:
+            return [f"warm slot {slot} of {self.image.name} (VM {warm_identity(self.image, slot).name})"
+                    for slot in sorted(self._held)]
+
+
+def _wait_all(events: list[threading.Event]) -> None:
+    for event in events:
+        while not event.wait(0.5):  # short waits: Ctrl-C is raised between them
+            pass
+
+
 def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,
-               progress: Progress, warm_apps: bool = True) -> WarmSlot:
+               progress: Progress, warm_apps: bool, boots: _SideBySide) -> WarmSlot:
     final = slot_folder(image, slot)
     lock = slot_lock(image, slot)
     lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
+    try:
+        boots.hold(slot)
+    except KeyboardInterrupt:
+        lock.release()
+        raise
     try:
         with scratch_then_rename(final, final.with_name(f"{final.name}.partial-{os.getpid()}")) as scratch:
             owner = me()
@@ -113,6 +215,7 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
             (scratch / WARMING_OWNER_FILE).unlink()
             (scratch / STATE_FILE).write_text(state.model_dump_json(indent=2) + "\n")
     finally:
+        boots.let_go(slot)
         lock.release()
     progress(f"slot {slot}: warm in {state.warm_seconds:.0f} s, RAM state {state.ram_bytes / 2**20:.0f} MiB")
     return WarmSlot(final, state)

@@ -188,7 +188,7 @@ def test_slots_to_make_boot_side_by_side_keep_the_current_ones_and_a_failure_los
     running, most, lock = [0], [0], threading.Lock()
     both_started = threading.Barrier(2, timeout=30)
 
-    def fake_warm_slot(host, settings, image_, slot, accel, current, progress, warm_apps):
+    def fake_warm_slot(host, settings, image_, slot, accel, current, progress, warm_apps, boots):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
@@ -211,3 +211,56 @@ def test_slots_to_make_boot_side_by_side_keep_the_current_ones_and_a_failure_los
         warming.warm_image(FakeHost(), Settings(), image, 4, "tcg", progress=lambda _line: None)
     assert most[0] == 2  # never more at once than the cores
     assert [s.state.slot for s in list_slots(image)] == [0, 1, 3]  # slot 2 failed; 1 and 3 were still made
+
+
+def test_ctrl_c_while_slots_boot_destroys_their_vms_waits_for_their_teardown_and_begins_no_more(image, monkeypatch):
+    """Ctrl-C reaches only the main thread, and a boot on a worker thread cannot be interrupted.
+    warm_image destroys the VMs of the slots being made, so their boots fail at once and tear
+    down; it raises the interruption only once they have ended, and a slot still queued is never
+    begun. The fake boot (in place of _warm_slot) holds its slot as the real one does and returns
+    only when its domain is destroyed, as a real boot's liveness check does."""
+    import _thread
+    import threading
+
+    from runner.errors import HostFault
+    from runner.images import warming
+
+    destroyed: dict[str, threading.Event] = {name: threading.Event()
+                                             for name in (warm_identity(image, s).name for s in range(3))}
+    begun, torn_down = [], []
+    both_held = threading.Barrier(3, timeout=30)
+
+    class DestroyRecordingHost(FakeHost):
+        def destroy(self, name):
+            destroyed[name].set()
+            return True
+
+    def fake_warm_slot(host, settings, image_, slot, accel, current, progress, warm_apps, boots):
+        begun.append(slot)
+        boots.hold(slot)
+        try:
+            both_held.wait()
+            assert destroyed[warm_identity(image_, slot).name].wait(30), "the booting VM was never destroyed"
+            torn_down.append(slot)
+            raise HostFault(f"VM of slot {slot} is not running any more")
+        finally:
+            boots.let_go(slot)
+
+    def interrupt_once_both_boot():
+        both_held.wait()
+        _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
+
+    monkeypatch.setattr(warming, "_warm_slot", fake_warm_slot)
+    monkeypatch.setattr(warming.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(warming, "available_mib", lambda: 64 * 1024)
+
+    class Settings:
+        libvirt_uri = URI
+
+    threading.Thread(target=interrupt_once_both_boot, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        warming.warm_image(DestroyRecordingHost(), Settings(), image, 3, "tcg", progress=lambda _line: None)
+    assert sorted(torn_down) == [0, 1]  # both had ended before the interruption was raised
+    assert sorted(begun) == [0, 1]  # slot 2 was still queued: never begun
+    assert not destroyed[warm_identity(image, 2).name].is_set()  # a slot not held is never touched
+    assert list_slots(image) == []
