@@ -184,10 +184,6 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
     lock.acquire(timeout=600)  # an episode on this slot's domain name finishes first
     try:
         boots.hold(slot)
-    except KeyboardInterrupt:
-        lock.release()
-        raise
-    try:
         with scratch_then_rename(final, final.with_name(f"{final.name}.partial-{os.getpid()}")) as scratch:
             owner = me()
             (scratch / WARMING_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
