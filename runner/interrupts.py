@@ -3,7 +3,9 @@
 The first Ctrl-C (or SIGTERM, SIGHUP: runner.owner.raise_on_termination) unwinds the run, and
 its teardown then destroys every VM and removes every overlay. A second signal, from an
 impatient user or a supervisor that sends SIGTERM twice, must not cut that teardown short:
-inside `shielded()` it is counted and said, and the teardown goes on. A third means the user
+inside `shielded()` it is counted and said, and the teardown goes on. With `announce`, the
+teardown says when it begins, so the user (or a supervisor reading stderr) knows the first
+signal was heard and that a second is safe. A third means the user
 insists: `Insisted` is raised, and its message names what is still there and the `cu-run gc`
 command that removes it.
 """
@@ -25,10 +27,12 @@ class Insisted(KeyboardInterrupt):
 
 
 @contextmanager
-def shielded(left: Callable[[], list[str]], say: Callable[[str], None] | None = None) -> Iterator[None]:
+def shielded(left: Callable[[], list[str]], say: Callable[[str], None] | None = None, *,
+             announce: bool = False) -> Iterator[None]:
     """Runs the block (a teardown) with further signals counted instead of raised. LEFT() says what
-    would be left if it stopped now; SAY tells the user (stderr by default). Outside the main
-    thread (where Python delivers no signals) it does nothing."""
+    would be left if it stopped now; SAY tells the user (stderr by default). ANNOUNCE, for a
+    teardown that a signal began, says so once the shield is up. Outside the main thread (where
+    Python delivers no signals) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -50,7 +54,13 @@ def shielded(left: Callable[[], list[str]], say: Callable[[str], None] | None = 
     for sig in SIGNALS:
         signal.signal(sig, handler)
     try:
+        if announce:  # said only now: a signal sent after this line reaches the shield, not the run
+            say(f"stopping: tearing down {_count(left())}; a second signal is waited through, a third leaves them")
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _count(things: list[str]) -> str:
+    return "what was started" if not things else "1 VM" if len(things) == 1 else f"{len(things)} VMs"

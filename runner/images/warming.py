@@ -141,7 +141,7 @@ class _SideBySide:
         except KeyboardInterrupt:
             with self._guard:
                 self.stopping.set()  # from here no slot is taken: hold() refuses
-            with shielded(self.still_there):
+            with shielded(self.still_there, announce=True):
                 # Only a held slot has a VM or a scratch folder, and its worker lets go of it
                 # after both are removed: once none is held, nothing is left half-made.
                 deadline = time.monotonic() + STOP_GRACE_S

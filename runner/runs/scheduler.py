@@ -97,7 +97,7 @@ class SlotScheduler:
             render()
         except KeyboardInterrupt:
             # However many more signals come, the VMs are torn down first (runner.interrupts).
-            with shielded(self.still_there):
+            with shielded(self.still_there, announce=True):
                 self.stop()
                 deadline = time.monotonic() + STOP_GRACE_S
                 for done in finished:

@@ -254,7 +254,8 @@ def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots:
             while not done.wait(0.5):
                 pass
     except KeyboardInterrupt:
-        with shielded(lambda: [x for a in arms if a.harness is not None for x in a.harness.still_there()]):
+        with shielded(lambda: [x for a in arms if a.harness is not None for x in a.harness.still_there()],
+                      announce=True):
             stop.set()
             for a in arms:
                 a.harness.stop()

@@ -8,7 +8,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -170,7 +169,10 @@ def test_a_host_killed_mid_run_loses_no_episode(local_cluster, host, tmp_path):
                               stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").read_text().strip(), 600,
              "the first result")
-    time.sleep(3)  # into host-0's next episode
+    # Killed with an episode in flight, so that it has something to lose.
+    host0_episodes = Settings.resolve(Path(local_cluster["hosts"][0]["cache_dir"])).episodes_dir
+    wait_for(lambda: any(d.active and d.tag and d.tag.workdir.is_relative_to(host0_episodes)
+                         for d in host.cu_domains()), 300, "an episode's VM running on host-0")
     os.kill(local_cluster["hosts"][0]["pid"], signal.SIGKILL)
     stdout, stderr = driver.communicate(timeout=900)
     assert driver.returncode == 0, stdout[-2000:] + stderr[-5000:]

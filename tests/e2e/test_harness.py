@@ -1,7 +1,6 @@
 """The harness on real VMs: validate linux-core, a pool of two, interrupt and resume, honest outcomes."""
 
 import json
-import select
 import shutil
 import signal
 import subprocess
@@ -11,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from vmtools import cu_run, leftovers
+from vmtools import Lines, cu_run, leftovers, libvirt_paused, wait_for
 
 from runner.tasks.model import SUITES_DIR
 
@@ -61,22 +60,28 @@ def test_interrupted_run_resumes_without_redoing_finished_episodes(linux_image, 
     out = tmp_path / "run"
     args = ["run", "--suite", "linux-core", "--agent", "oracle", "--tasks", "folder-tree,calc-to-file,zip-roundtrip",
             "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-m", "runner", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "runner", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
+    stderr = Lines(proc.stderr)
     results_file = out / "results.jsonl"
-    deadline = 300
-    while not (results_file.exists() and results_file.read_text().strip()):
-        select.select([], [], [], 1)
-        deadline -= 1
-        assert deadline > 0 and proc.poll() is None, "the first episode never finished"
-    # Two signals 0.3 s apart, as an impatient user or a supervisor sends them: the second must
-    # not cut the teardown short.
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=180)
+
+    def first_done_and_next_running() -> bool:
+        assert proc.poll() is None, "the run ended before it could be interrupted:\n" + stderr.text()[-3000:]
+        return bool(results_file.exists() and results_file.read_text().strip()
+                    and any(d.active and d.tag and d.tag.owner_pid == proc.pid for d in host.cu_domains()))
+
+    wait_for(first_done_and_next_running, 300, "the first episode's result with the next one's VM running")
+    # Two signals, as an impatient user or a supervisor sends them: the second must not cut the
+    # teardown short. libvirtd is paused so that the teardown, which must destroy the running VM,
+    # is certainly still going when the second signal comes, however fast it would be.
+    with libvirt_paused():
+        proc.send_signal(signal.SIGTERM)
+        stderr.wait_for("stopping: tearing down", 60)  # said once the shield is up
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=180)
+    err = stderr.close()
     assert proc.returncode == 130, err[-2000:]
-    assert "still tearing down" in err and "interrupted" in err
+    assert "still tearing down" in err and "interrupted: 1 of 3 episodes have a result" in err, err[-2000:]
     first = results(out)
     assert len(first) == 1
     done = first[0]
@@ -245,7 +250,6 @@ def test_the_vnc_password_is_fresh_per_episode_and_never_written_down(linux_imag
     """Episodes, warm restores, MCP and the scripted agent all work with the password on; each
     episode has its own; no file of the run folder holds one; the folders are the runner's alone."""
     import re
-    import time
 
     import libvirt
 

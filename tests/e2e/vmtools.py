@@ -1,9 +1,13 @@
 """Helpers for the e2e tests: run the CLI, find a domain's QEMU, wait for a condition."""
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -59,3 +63,52 @@ def leftovers(host, settings) -> list[str]:
             if owner is None or not owner.alive():
                 found.append(f"folder {folder}")
     return found
+
+
+class Lines:
+    """A process's output read line by line in the background, so a test can wait for a line
+    while the process runs, and still have all of it afterwards."""
+
+    def __init__(self, stream) -> None:
+        self._lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            with self._changed:
+                self._lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._lines.append("")  # the end: nothing more will come
+            self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: any(text in line for line in self._lines) or self._lines[-1:] == [""], timeout)
+            assert found and any(text in line for line in self._lines), \
+                f"no {text!r} within {timeout:.0f} s in:\n{self.text()[-3000:]}"
+            return next(line for line in self._lines if text in line)
+
+    def text(self) -> str:
+        return "".join(self._lines)
+
+    def close(self, timeout: float = 30) -> str:
+        self._thread.join(timeout)
+        return self.text()
+
+
+@contextmanager
+def libvirt_paused() -> Iterator[None]:
+    """libvirtd stopped (SIGSTOP) for the block, and continued however it ends: every libvirt
+    call meanwhile waits. It holds a teardown open for as long as a test needs, with no timing."""
+    pid_file = next((p for p in (Path("/run/libvirtd.pid"), Path("/run/virtqemud.pid")) if p.exists()), None)
+    assert pid_file is not None, "no /run/libvirtd.pid or /run/virtqemud.pid: is libvirt's daemon running?"
+    pid = int(pid_file.read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

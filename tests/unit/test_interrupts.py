@@ -28,6 +28,23 @@ def test_one_more_signal_is_said_and_the_teardown_finishes():
     assert finished.is_set() and len(said) == 1 and "still tearing down" in said[0]
 
 
+def test_announce_says_the_teardown_began_only_once_a_signal_would_reach_the_shield():
+    said, handlers = [], []
+
+    def say(line: str) -> None:
+        said.append(line)
+        handlers.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    with shielded(lambda: ["VM cu-a", "VM cu-b"], say=say, announce=True):
+        assert said == ["stopping: tearing down 2 VMs; a second signal is waited through, a third leaves them"]
+    assert handlers[0] is not before  # the shield was up when it was said
+    quiet = []
+    with shielded(lambda: ["VM cu-a"], say=quiet.append):
+        pass
+    assert quiet == []  # a teardown on a normal exit says nothing
+
+
 def test_insisting_ends_the_teardown_and_names_what_is_left_and_gc():
     with pytest.raises(Insisted) as info:
         with shielded(lambda: ["VM cu-run-0", "episode folder /x"], say=lambda _l: None):
