@@ -219,6 +219,7 @@ class SlotScheduler:
             warm, warm_lock = self._claim_warm(slot)
             self._set(slot, task, trial, "restore" if warm else "boot")
             vm = self._new_vm(slot, warm, warm_lock, artifacts=ep_dir)
+            self._wait_for_teardown_of(vm.name)
         self._active[slot] = vm
         script = EpisodeScript(self.pool, vm, task, agent, ep_dir, set_phase=lambda phase: self._set(slot, task, trial, phase),
                                at_agent_start=lambda: self._agent_starts(slot))
@@ -387,6 +388,16 @@ class SlotScheduler:
         return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
                          options=EpisodeOptions(accel=self.pool.accel), artifacts=artifacts, warm=warm,
                          warm_lock=warm_lock)
+
+    def _wait_for_teardown_of(self, name: str) -> None:
+        """Until the last VM named NAME is torn down. A cold VM boots under its slot's fixed name
+        and folder, so the slot's last one must be gone first: its teardown destroys by name and
+        removes that folder, and would take the new VM with it. (A warm one waits on its slot's
+        lock instead, which a teardown releases last.)"""
+        with self._teardowns_lock:
+            pending = [t for t in self._teardowns if t.name == f"teardown-{name}"]
+        for thread in pending:
+            thread.join()
 
     def _teardown_later(self, vm: EpisodeVM, ep_dir: Path) -> threading.Thread:
         """Tears VM down in the background, so the slot's next episode need not wait for it. A

@@ -4,6 +4,8 @@ a guest profile registered for the test. The real path is the e2e tests'."""
 
 import json
 import subprocess
+import threading
+import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -209,6 +211,50 @@ def test_the_harness_maps_each_ending_to_its_outcome_and_leaves_nothing(host, gu
     nop = run_pool(host, guest, tmp_path, NopAgent())
     assert nop["passes"].outcome == "fail"
     assert host.cu_domains() == [] and not any((tmp_path / "cache" / "episodes").iterdir())
+
+
+class SlowFirstTeardownHost(TestDriverHost):
+    """Its first destroy waits, for at most 2 s, for a domain of the same name to be started
+    meanwhile, and notes it if one is: a cold VM that did not wait for its slot's last teardown
+    would be destroyed by it (both take the slot's fixed name and folder)."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.being_destroyed: str | None = None
+        self.started_during_a_destroy: list[str] = []
+        self._start_seen = threading.Event()
+        self._slowed = False
+
+    @override
+    def start(self, domain_xml):
+        name = ET.fromstring(domain_xml).findtext("name")
+        if name == self.being_destroyed:
+            self.started_during_a_destroy.append(name)
+            self._start_seen.set()
+        return super().start(domain_xml)
+
+    @override
+    def destroy(self, name):
+        if not self._slowed:
+            self._slowed = True
+            self.being_destroyed = name
+            self._start_seen.wait(2)  # the bug shows at once; with the fix this waits it out
+            self.being_destroyed = None
+        return super().destroy(name)
+
+
+def test_a_cold_vm_waits_for_its_slots_last_teardown(guest, tmp_path):
+    host = SlowFirstTeardownHost()
+    try:
+        suite = one_task_suite(tmp_path, guest.name, '[ -f "$USER_HOME/goal" ] && verdict pass\nverdict fail no goal\n')
+        records, _ = run_agent(host, guest, tmp_path, OracleAgent(), suite, trials=2)
+        assert host.started_during_a_destroy == []
+        assert [r.outcome for r in records] == ["pass", "pass"], records
+        assert host.cu_domains() == [] and not any((tmp_path / "cache" / "episodes").iterdir())
+    finally:
+        host.close()
 
 
 # -- trust, round two: the VM ended from inside, and verifiers the agent makes err
