@@ -392,8 +392,9 @@ class SlotScheduler:
     def _wait_for_teardown_of(self, name: str) -> None:
         """Until the last VM named NAME is torn down. A cold VM boots under its slot's fixed name
         and folder, so the slot's last one must be gone first: its teardown destroys by name and
-        removes that folder, and would take the new VM with it. (A warm one waits on its slot's
-        lock instead, which a teardown releases last.)"""
+        removes that folder, and would take the new VM with it. (A warm one is already ordered
+        after that teardown by its slot's lock, which a teardown releases last: the wait adds
+        nothing for it.)"""
         with self._teardowns_lock:
             pending = [t for t in self._teardowns if t.name == f"teardown-{name}"]
         for thread in pending:
