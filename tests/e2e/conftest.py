@@ -56,3 +56,14 @@ def desktop_image(settings, host, accel) -> Image:
     image, _built = build_image(Catalog(settings.images_dir), LINUX_DESKTOP, progress=lambda _line: None)
     warm_image(host, settings, image, 1, accel, progress=lambda _line: None)
     return image
+
+
+@pytest.fixture(scope="session")
+def desktop_pool_of_two(desktop_image, host, settings, accel) -> Image:
+    """linux-desktop with a second warm slot, for the full tier's runs at `--vm-pool 2`: a pool
+    with a slot that has no warm state starts every VM cold, which made the 19-task validate take
+    48 min instead of ~10. The default tier pays for one slot only."""
+    from runner.images.warming import warm_image
+
+    warm_image(host, settings, desktop_image, 2, accel, progress=lambda _line: None)
+    return desktop_image

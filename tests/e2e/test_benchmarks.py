@@ -57,7 +57,7 @@ def test_imported_offline_tasks_validate_with_upstreams_metrics(desktop_image, h
 
 
 @pytest.mark.full
-def test_every_offline_task_that_runs_here_validates(desktop_image, osworld, tmp_path):
+def test_every_offline_task_that_runs_here_validates(desktop_pool_of_two, osworld, tmp_path):
     """docs/benchmarks.md's table: each offline task that runs here and can be scored has an
     oracle that scores 1.0, and nop scores 0; the rest are left out, each with its reason."""
     out = tmp_path / "validate"
@@ -154,8 +154,8 @@ for number, url in enumerate(json.loads(Path(sys.argv[2]).read_text())):
 
 
 @pytest.mark.full
-def test_the_hard_20_walk_on_stand_in_files_keeps_tasks_whose_nop_completes_at_0(desktop_image, osworld, settings,
-                                                                                  tmp_path):
+def test_the_hard_20_walk_on_stand_in_files_keeps_tasks_whose_nop_completes_at_0(desktop_pool_of_two, osworld,
+                                                                                  settings, tmp_path):
     import subprocess
     from urllib.parse import quote, urlsplit
 

@@ -124,10 +124,7 @@ def test_the_scripted_gui_solution_passes(desktop_image, settings, tmp_path):
 
 
 @pytest.mark.full
-def test_validate_desktop_core_on_a_pool_of_two(desktop_image, host, settings, accel, tmp_path):
-    from runner.images.warming import warm_image
-
-    warm_image(host, settings, desktop_image, 2, accel, progress=lambda _line: None)
+def test_validate_desktop_core_on_a_pool_of_two(desktop_pool_of_two, host, settings, tmp_path):
     out = tmp_path / "validate"
     result = cu_run("validate", "--suite", "desktop-core", "--vm-pool", "2", "--out", str(out), timeout=3000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
