@@ -5,7 +5,9 @@ itself and offers the browser no authentication, so the episode's VNC password n
 leaves the run. It then reads every message the browser sends. View-only, it drops the
 input messages (keys, pointer, clipboard, resize) before they reach the VM, whatever the
 page's own view-only flag says. With control, it forwards them and reports each one, so
-the run can record a person's intervention.
+the run can record a person's intervention, and it paces them (InputPacer) as the runner's
+own display paces an agent's: QEMU's keyboard and tablet drop what comes faster than a
+guest under load drains, and a browser sends as fast as it is given.
 
     relay = RfbRelay(browser, ("127.0.0.1", 5901), password="Ab3...", control=False)
     relay.run()  # until either side closes
@@ -18,9 +20,11 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from runner.display.vnc import CLICK_SETTLE_S, KEY_GAP_S, POINTER_GAP_S
 from runner.display.vnc_auth import vnc_auth_response
 from runner.errors import InfraError
 
@@ -35,6 +39,11 @@ CONTINUOUS_UPDATES, CLIENT_FENCE, SET_DESKTOP_SIZE, QEMU_MESSAGE = 150, 248, 251
 QEMU_EXTENDED_KEY = 0
 # A pointer that only moves is reported at most this often: a person's hand makes hundreds a second.
 MOVE_REPORT_PERIOD = 0.5
+# One key event (a press or a release) at most this often: KEY_GAP_S is the runner's gap per
+# typed key, which is a press and a release.
+KEY_EVENT_GAP_S = KEY_GAP_S / 2
+# Input still queued when the browser leaves goes on to the VM for at most this long.
+DRAIN_TIMEOUT_S = 5.0
 
 
 class BrowserSide(Protocol):
@@ -75,6 +84,80 @@ class _Reader:
         return data
 
 
+def _buttons(message: bytes) -> int:
+    return message[1]
+
+
+class InputPacer:
+    """When a person's next input message may go to the VM: key events KEY_EVENT_GAP_S apart,
+    pointer messages POINTER_GAP_S apart, and keys CLICK_SETTLE_S after a button changed (a
+    click-to-focus window manager moves the focus only once it has seen the click). These are
+    the runner's own display's rules (runner.display.vnc), for the same reasons."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._key_at = self._pointer_at = self._click_at = float("-inf")
+        self._buttons = 0
+
+    def wait_s(self, kind: int, message: bytes) -> float:
+        """How long MESSAGE must wait before it goes; 0 when it may go now."""
+        now = self.clock()
+        if kind in (KEY_EVENT, QEMU_MESSAGE):
+            return max(0.0, self._key_at + KEY_EVENT_GAP_S - now, self._click_at + CLICK_SETTLE_S - now)
+        if kind == POINTER_EVENT:
+            return max(0.0, self._pointer_at + POINTER_GAP_S - now)
+        return 0.0
+
+    def sent(self, kind: int, message: bytes) -> None:
+        now = self.clock()
+        if kind in (KEY_EVENT, QEMU_MESSAGE):
+            self._key_at = now
+        elif kind == POINTER_EVENT:
+            self._pointer_at = now
+            if _buttons(message) != self._buttons:
+                self._buttons, self._click_at = _buttons(message), now
+
+
+class _InputQueue:
+    """A person's input on its way to the VM, in order. A pointer message that only moves
+    replaces a move still waiting before it: the pointer is absolute, so only where it ends
+    matters, and a hand's hundreds of moves a second would otherwise queue up behind the pacing."""
+
+    def __init__(self) -> None:
+        self._items: deque[tuple[int, bytes, bool]] = deque()  # kind, message, only moves
+        self._buttons = 0  # as of the last pointer message queued
+        self._open = True
+        self._cond = threading.Condition()
+
+    def put(self, kind: int, message: bytes) -> None:
+        with self._cond:
+            moves = kind == POINTER_EVENT and _buttons(message) == self._buttons
+            if moves and self._items and self._items[-1][0] == POINTER_EVENT and self._items[-1][2]:
+                self._items[-1] = (kind, message, True)
+            else:
+                self._items.append((kind, message, moves))
+            if kind == POINTER_EVENT:
+                self._buttons = _buttons(message)
+            self._cond.notify()
+
+    def peek(self) -> tuple[int, bytes] | None:
+        """The next message without taking it (a later move may still replace it); None once
+        the queue is closed and empty."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._items or not self._open)
+            return self._items[0][:2] if self._items else None
+
+    def take(self) -> tuple[int, bytes]:
+        with self._cond:
+            kind, message, _moves = self._items.popleft()
+            return kind, message
+
+    def close(self) -> None:
+        with self._cond:
+            self._open = False
+            self._cond.notify_all()
+
+
 class RfbRelay:
     def __init__(self, browser: BrowserSide, vnc: tuple[str, int], password: str | None, *, control: bool = False,
                  on_input: Callable[[dict], None] = lambda _e: None, timeout: float = 10.0) -> None:
@@ -87,6 +170,9 @@ class RfbRelay:
         self.dropped = 0  # input messages refused in view-only mode
         self._buttons = 0
         self._last_move_report = 0.0
+        self.pacer = InputPacer()
+        self._input = _InputQueue()
+        self._send_lock = threading.Lock()  # the browser's reader and the input's pacer both send
 
     def run(self) -> None:
         """Logs in to the VM, greets the browser, then relays until either side closes."""
@@ -98,10 +184,15 @@ class RfbRelay:
             self._greet(browser, server_init + early)
             pump = threading.Thread(target=self._server_to_browser, args=(server,), name="rfb-relay-out", daemon=True)
             pump.start()
+            pacing = threading.Thread(target=self._paced_input, args=(server,), name="rfb-relay-input", daemon=True)
+            pacing.start()
             try:
                 self._browser_to_server(browser, server)
             except (RelayClosed, OSError):
                 pass
+            finally:
+                self._input.close()  # what a person already sent still goes: a last Enter counts
+                pacing.join(DRAIN_TIMEOUT_S)
         finally:
             _close(server)
             self.browser.close()
@@ -164,7 +255,24 @@ class RfbRelay:
                 continue
             if is_input:
                 self._report(kind, message)
-            server.sendall(message)
+                self._input.put(kind, message)
+            else:
+                # Screen requests overtake queued input: RFB orders neither against the other.
+                with self._send_lock:
+                    server.sendall(message)
+
+    def _paced_input(self, server: socket.socket) -> None:
+        try:
+            while (head := self._input.peek()) is not None:
+                if (wait := self.pacer.wait_s(*head)) > 0:
+                    time.sleep(wait)
+                    continue  # a later move may have replaced it meanwhile
+                kind, message = self._input.take()
+                with self._send_lock:
+                    server.sendall(message)
+                self.pacer.sent(kind, message)
+        except OSError:
+            pass
 
     @staticmethod
     def _message(kind: int, browser: _Reader) -> tuple[bytes, bool]:

@@ -21,7 +21,8 @@ from runner.display.vnc_auth import vnc_auth_response
 from runner.errors import InfraError
 from runner.live import LiveOptions, is_loopback, serving
 from runner.live.board import Finished, LiveSource, SlotView, VncTarget
-from runner.live.rfb_relay import RfbRelay
+from runner.live.rfb_relay import KEY_EVENT_GAP_S, InputPacer, RfbRelay
+from runner.display.vnc import CLICK_SETTLE_S, POINTER_GAP_S
 from runner.live.server import LiveServer, find_novnc
 from runner.scoring.safety import check_trajectory
 from runner.tasks.model import SafetyRule
@@ -106,13 +107,99 @@ def test_with_control_every_input_reaches_the_vm_and_is_reported(vnc):
                       {"input": "clipboard", "chars": 5}]
 
 
-def test_a_pointer_that_only_moves_is_reported_at_most_twice_a_second(vnc):
-    moves = b"".join(struct.pack(">BBHH", 5, 0, x, 5) for x in range(50))
-    _relay, _browser, inputs = relay_through(vnc, HELLO, moves + struct.pack(">BBHH", 5, 1, 49, 5), control=True)
-    assert len(vnc.received) == 51 * 6  # every move still reaches the VM
+def pointer(buttons: int, x: int, y: int) -> bytes:
+    return struct.pack(">BBHH", 5, buttons, x, y)
+
+
+def key(keysym: int, down: bool) -> bytes:
+    return struct.pack(">BBHI", 4, int(down), 0, keysym)
+
+
+def pointer_messages(received: bytes) -> list[tuple[int, int, int]]:
+    """(buttons, x, y) of each pointer message in RECEIVED, which holds nothing else."""
+    assert len(received) % 6 == 0
+    return [struct.unpack(">xBHH", received[i:i + 6]) for i in range(0, len(received), 6)]
+
+
+def test_a_pointer_that_only_moves_is_reported_at_most_twice_a_second_and_reaches_the_vm_where_it_ends(vnc):
+    moves = b"".join(pointer(0, x, 5) for x in range(50))
+    _relay, _browser, inputs = relay_through(vnc, HELLO, moves + pointer(1, 49, 5), control=True)
     assert inputs[0] == {"input": "pointer", "x": 0, "y": 5, "buttons": 0}
     assert inputs[-1] == {"input": "pointer", "x": 49, "y": 5, "buttons": 1}  # a button change always is
     assert len(inputs) < 10
+    # Moves still waiting for the pacer are replaced by later ones: the VM gets where the hand went,
+    # in order, and the press where it was made.
+    sent = pointer_messages(bytes(vnc.received))
+    assert sent[-1] == (1, 49, 5) and len(sent) < 10
+    xs = [x for _b, x, _y in sent]
+    assert xs == sorted(xs)
+
+
+def test_a_press_and_a_release_reach_the_vm_where_they_were_made_however_the_moves_between_merge(vnc):
+    drag = pointer(0, 10, 10) + pointer(1, 10, 10) + b"".join(pointer(1, 10 + d, 10) for d in range(1, 40))
+    _relay, _browser, _inputs = relay_through(vnc, HELLO, drag + pointer(0, 49, 10) + pointer(0, 60, 10), control=True)
+    sent = pointer_messages(bytes(vnc.received))
+    assert [m for m in sent if m[0] == 1][0] == (1, 10, 10)  # the press, not replaced by the drag's moves
+    changes = [(a, b) for a, b in zip(sent, sent[1:], strict=False) if a[0] != b[0]]
+    assert [b for _a, b in changes] == [(1, 10, 10), (0, 49, 10)]  # pressed at 10, released at 49
+    assert sent[-1] == (0, 60, 10)
+
+
+class RecordingPacer(InputPacer):
+    """The relay's own pacer, noting when each input left for the VM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[float, int]] = []
+
+    def sent(self, kind: int, message: bytes) -> None:
+        super().sent(kind, message)
+        self.log.append((self.clock(), kind))
+
+
+def test_a_burst_of_keys_reaches_the_vm_whole_in_order_and_paced(vnc):
+    burst = b"".join(key(0x61 + n % 26, down) for n in range(20) for down in (True, False))
+    browser = FakeBrowser(HELLO, burst)
+    relay = RfbRelay(browser, ("127.0.0.1", vnc.port), PASSWORD, control=True)
+    relay.pacer = pacer = RecordingPacer()
+    relay.run()
+    assert vnc.closed.wait(10)
+    assert bytes(vnc.received) == burst  # the browser left at once; what it had sent still went
+    times = [t for t, _kind in pacer.log]
+    assert len(times) == 40
+    assert all(b - a >= KEY_EVENT_GAP_S for a, b in zip(times, times[1:], strict=False))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pacer_spaces_keys_and_pointers_and_holds_keys_after_a_click():
+    clock = FakeClock()
+    pacer = InputPacer(clock)
+    a_down, a_up = key(0x61, True), key(0x61, False)
+    assert pacer.wait_s(4, a_down) == 0
+    pacer.sent(4, a_down)
+    assert pacer.wait_s(4, a_up) == pytest.approx(KEY_EVENT_GAP_S)
+    assert pacer.wait_s(255, QEMU_KEY_B) == pytest.approx(KEY_EVENT_GAP_S)  # QEMU's key events too
+    assert pacer.wait_s(3, UPDATE[:10]) == 0  # a screen request never waits
+    clock.now += KEY_EVENT_GAP_S
+    assert pacer.wait_s(4, a_up) == 0
+
+    pacer.sent(5, pointer(0, 5, 5))  # a move is no click
+    assert pacer.wait_s(4, a_up) == 0
+    assert pacer.wait_s(5, pointer(0, 6, 5)) == pytest.approx(POINTER_GAP_S)
+    clock.now += POINTER_GAP_S
+    pacer.sent(5, pointer(1, 6, 5))  # the press
+    clock.now += POINTER_GAP_S
+    pacer.sent(5, pointer(0, 6, 5))  # the release
+    assert pacer.wait_s(4, a_down) == pytest.approx(CLICK_SETTLE_S)  # the focus follows the click first
+    clock.now += CLICK_SETTLE_S
+    assert pacer.wait_s(4, a_down) == 0
 
 
 def test_a_message_of_unknown_length_ends_the_relay_without_passing_it(vnc):
