@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from image_prefetch import PREFETCH, ImagePrefetch
 from runner.config import Settings
 
 # Tests keep their images, warm states and episodes in a cache of their own, never the
@@ -40,6 +41,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: "e2e" in item.keywords)
 
 
+# The images each fixture stands for, in the order the e2e tests first need them.
+_IMAGE_FIXTURES = (("built_image", "linux-test"), ("desktop_image", "linux-desktop"))
+
+
+def pytest_collection_finish(session) -> None:
+    """Builds the images the selected e2e tests ask for while the unit tests run
+    (tests/image_prefetch.py). Here, not in collection_modifyitems: -m and -k have deselected by now."""
+    if session.config.option.collectonly:
+        return
+    names = [name for fixture, name in _IMAGE_FIXTURES
+             if any(fixture in item.fixturenames for item in session.items)]
+    if names:
+        prefetch = session.config.stash[PREFETCH] = ImagePrefetch(names, TEST_HOME / "logs")
+        prefetch.start()
+
+
+def pytest_sessionfinish(session):
+    if PREFETCH in session.config.stash:
+        session.config.stash[PREFETCH].stop()
+
+
 def pytest_report_header(config):
     return "tier: full (every test)" if config.getoption("--full") else \
         "tier: default (the full tier's tests are left out; add --full for them)"
@@ -49,6 +71,8 @@ def pytest_terminal_summary(terminalreporter, config):
     left_out = getattr(config, "_cu_run_left_out", 0)
     if left_out:
         terminalreporter.write_line(f"{left_out} tests of the full tier were left out: run them with --full")
+    if PREFETCH in config.stash and (line := config.stash[PREFETCH].summary()):
+        terminalreporter.write_line(line)
 
 
 # Fast feedback: a unit test that fails stops the run before the first VM boots.

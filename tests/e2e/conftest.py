@@ -5,6 +5,7 @@ and its two warm slots made then, once per session, in the tests' own cache.
 """
 
 import pytest
+from image_prefetch import wait_for_prefetched
 
 from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -13,8 +14,10 @@ from runner.runs.scope import resolve_accel
 
 
 @pytest.fixture(scope="session")
-def built_image(settings) -> Image:
-    """The linux-test image, built by the project's own recipe if the cache lacks it."""
+def built_image(settings, request) -> Image:
+    """The linux-test image, built by the project's own recipe if the cache lacks it (while the
+    unit tests run, tests/image_prefetch.py)."""
+    wait_for_prefetched(request.config, LINUX_TEST)
     image, _built = build_image(Catalog(settings.images_dir), LINUX_TEST, progress=lambda _line: None)
     return image
 
@@ -48,11 +51,13 @@ def linux_image(built_image, warm_slots) -> Image:
 
 
 @pytest.fixture(scope="session")
-def desktop_image(settings, host, accel) -> Image:
-    """linux-desktop, built by its own recipe if the cache lacks it, with one warm slot (its apps
-    warmed): the tests that need the benchmarks' desktop ask for it."""
+def desktop_image(settings, host, accel, request) -> Image:
+    """linux-desktop, built by its own recipe if the cache lacks it (while the unit tests run,
+    tests/image_prefetch.py), with one warm slot (its apps warmed): the tests that need the
+    benchmarks' desktop ask for it."""
     from runner.images.warming import warm_image
 
+    wait_for_prefetched(request.config, LINUX_DESKTOP)
     image, _built = build_image(Catalog(settings.images_dir), LINUX_DESKTOP, progress=lambda _line: None)
     warm_image(host, settings, image, 1, accel, progress=lambda _line: None)
     return image
