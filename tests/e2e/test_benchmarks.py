@@ -38,10 +38,18 @@ def results(folder: Path) -> dict[str, dict]:
     return {r["task_id"]: r for r in (json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines())}
 
 
-def test_imported_offline_tasks_validate_with_upstreams_metrics(desktop_image, host, settings, osworld, tmp_path):
-    out = tmp_path / "validate"
+@pytest.fixture(scope="module")
+def sample_validated(desktop_image, osworld, tmp_path_factory) -> Path:
+    """The sample validated once: its test checks the scores, and the rescore test scores its
+    episodes again (a desktop episode under TCG is ~40 s; the rescore needs none of its own)."""
+    out = tmp_path_factory.mktemp("sample") / "validate"
     done = cu_run("validate", "--suite", str(osworld), "--tasks", ",".join(SAMPLE), "--out", str(out), timeout=3000)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
+def test_imported_offline_tasks_validate_with_upstreams_metrics(sample_validated, host, settings):
+    out = sample_validated
     oracle, nop = results(out / "oracle"), results(out / "nop")
     assert {t: r["outcome"] for t, r in oracle.items()} == dict.fromkeys(SAMPLE, "pass")
     assert {t: r["outcome"] for t, r in nop.items()} == dict.fromkeys(SAMPLE, "fail")
@@ -70,18 +78,17 @@ def test_every_offline_task_that_runs_here_validates(desktop_pool_of_two, osworl
     assert "5ac2891a-eacd-4954-b339-98abba077adb: metric check_play_and_exit is not in" in done.stdout + done.stderr
 
 
-def test_rescore_scores_the_collected_output_again_without_an_agent(osworld, settings, tmp_path, desktop_image):
-    out = tmp_path / "run"
-    done = cu_run("run", "--suite", str(osworld), "--agent", "oracle", "--tasks", SAMPLE[0], "--out", str(out),
-                  timeout=1800)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    again = tmp_path / "rescored"
-    done = cu_run("rescore", str(out), "--out", str(again), timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "rescored 1 episodes" in done.stdout and "0 changed" in done.stdout
-    assert results(again)[SAMPLE[0]]["outcome"] == "pass"
-    assert json.loads((again / "run.json").read_text())["rescored"][0]["evaluators"]["version"] == "desktop-env 1.0.2"
-    assert not (out / "run.json").read_text().count("rescored")  # the run itself is never written
+def test_rescore_scores_the_collected_output_again_without_an_agent(sample_validated, tmp_path):
+    for arm, outcome in (("oracle", "pass"), ("nop", "fail")):  # validate's arms are runs of their own
+        run, again = sample_validated / arm, tmp_path / f"rescored-{arm}"
+        before = (run / "run.json").read_text()
+        done = cu_run("rescore", str(run), "--out", str(again), timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"rescored {len(SAMPLE)} episodes" in done.stdout and "; 0 changed" in done.stdout
+        assert {r["outcome"] for r in results(again).values()} == {outcome}
+        assert json.loads((again / "run.json").read_text())["rescored"][0]["evaluators"]["version"] == \
+            "desktop-env 1.0.2"
+        assert (run / "run.json").read_text() == before  # the run itself is never written
 
 
 # Hostile agents against an imported task whose getter reads a file of the user's with no
