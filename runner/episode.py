@@ -314,7 +314,8 @@ class EpisodeVM:
         session and the saved disk is what the saved RAM believes is on it. The domain is gone after.
         """
         assert self._shell is not None
-        result = self._shell.run(self.image.manifest.guest.sync_script(), timeout=60)
+        # On the admin channel: flushing a volume needs an administrator on Windows.
+        result = self.admin_shell.run(self.image.manifest.guest.sync_script(), timeout=60)
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
         self._shell.close()

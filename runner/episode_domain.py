@@ -37,6 +37,7 @@ def episode_domain_spec(
         firmware=Uefi(Path(m.firmware.code), workdir / EPISODE_NVRAM_FILE) if m.firmware else None,
         forwards=(PortForward(shell_port, m.shell_port),),
         memory_mib=memory_mib or m.memory_mib,
+        vcpus=m.vcpus,
         run_as=run_as_for(libvirt_uri),
         vnc_password=vnc_password,
         agent_channel=m.qemu_agent,

@@ -167,7 +167,7 @@ def check_typing(vm: EpisodeVM, out: Path | None) -> str:
     command = vm.image.manifest.guest_agent
     if command:  # keys sent before the focus moves go to another window
         wait_for(WaitFor(focused=probe.terminal_focus, timeout=60),
-                 DisplayObserver(vm.display, GuestAgent(vm.shell, command)))
+                 DisplayObserver(vm.display, GuestAgent(vm.shell, command, guest.quote_arguments)))
     vm.display.type(guest.typing_line(TYPED_TEXT, typed_path))
     vm.display.type(guest.typing_line(SYMBOLS, symbols_path))
     typed = _wait_file(vm, typed_path)

@@ -24,7 +24,7 @@ done
 # bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
 gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc
-bubblewrap"
+bubblewrap grub-efi-amd64-bin mtools"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2

@@ -8,7 +8,14 @@ $home_dir = 'C:\cu-run\guest-agent'
 $id = [guid]::NewGuid().ToString('N')
 $request = Join-Path $home_dir "requests\$id"
 Set-Content -LiteralPath "$request.args" -Value ($args -join "`n") -Encoding UTF8
-Start-ScheduledTask -TaskName 'cu-guest-agent'
+# schtasks.exe, not Start-ScheduledTask: the caller is the desktop user, a standard user, and
+# the task's own principal; schtasks runs it through the task's own rights and says why it could not.
+& schtasks.exe /run /tn 'cu-guest-agent' | Out-Null
+if ($LASTEXITCODE -ne 0) {
+    Remove-Item -LiteralPath "$request.args" -Force -ErrorAction SilentlyContinue
+    [Console]::Error.WriteLine("cu-guest-agent: schtasks /run /tn cu-guest-agent exited $LASTEXITCODE")
+    exit 2
+}
 $deadline = (Get-Date).AddSeconds(60)
 while (-not (Test-Path -LiteralPath "$request.rc")) {
     if ((Get-Date) -gt $deadline) {

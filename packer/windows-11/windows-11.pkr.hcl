@@ -90,6 +90,12 @@ variable "screen_height" {
   type    = number
   default = 800
 }
+variable "winrm_timeout" {
+  type        = string
+  default     = "2h"
+  description = "how long packer waits for WinRM after boot: Windows setup under KVM takes 20-40 min; under TCG, hours"
+}
+
 
 source "qemu" "windows-11" {
   iso_url          = var.iso_path
@@ -120,17 +126,29 @@ source "qemu" "windows-11" {
     ["-blockdev", "node-name=ovmf-vars,driver=file,filename=${var.ovmf_vars}"],
     ["-machine", "type=q35,accel=${var.accelerator},pflash0=ovmf-code,pflash1=ovmf-vars"],
     ["-cpu", var.cpu_model],
+    # The build VM's network: QEMU user mode with restrict=on, so the guest reaches nothing but
+    # the WinRM forward packer connects through. A connected host would otherwise let Windows
+    # Update, the Store and Edge download during setup, and two builds would differ. A -netdev
+    # here replaces packer's own; packer still adds the virtio-net device that uses it.
+    ["-netdev", "user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:{{ .SSHHostPort }}-:5985"],
   ]
 
-  boot_wait    = "2s"
-  boot_command = ["<enter><wait><enter><wait><enter>"] # "Press any key to boot from CD or DVD"
+  # "Press any key to boot from CD or DVD" shows for a few seconds, and when it comes depends on
+  # how fast OVMF starts. A miss falls through to the empty disk and PXE, so a key goes in every
+  # second for ten seconds; keys after the boot manager has started are ignored.
+  boot_wait    = "1s"
+  boot_command = ["<enter><wait><enter><wait><enter><wait><enter><wait><enter><wait><enter><wait><enter><wait><enter><wait><enter><wait><enter>"]
 
   communicator     = "winrm"
   winrm_username   = var.admin_user
   winrm_password   = var.admin_password
   winrm_use_ntlm   = true
-  winrm_timeout    = "6h" # setup under TCG takes hours; under KVM ~20 min
-  shutdown_command = "shutdown /s /t 5 /f /d p:4:1 /c \"cu-run image build\""
+  winrm_timeout    = var.winrm_timeout
+  # The last command packer runs as the desktop user, while it is still an administrator:
+  # demote it (a standard user in every clone), then shut down. A failed demotion does not
+  # shut down, so the build fails at shutdown_timeout instead of making an image with an
+  # administrator at the desktop.
+  shutdown_command = "powershell.exe -NoProfile -ExecutionPolicy Bypass -Command \"$ErrorActionPreference = 'Stop'; Remove-LocalGroupMember -Group 'Administrators' -Member '${var.admin_user}'; shutdown.exe /s /t 5 /f /d p:4:1 /c 'cu-run image build'\""
   shutdown_timeout = "1h"
 }
 
@@ -144,6 +162,10 @@ build {
   provisioner "file" {
     source      = "${path.root}/../../guest_agent/windows/"
     destination = "C:\\cu-run\\guest-agent"
+  }
+  provisioner "file" {
+    source      = "${path.root}/session/"
+    destination = "C:\\cu-run\\session"
   }
   provisioner "file" {
     source      = "${var.evals_seed_dir}/"
@@ -162,6 +184,7 @@ build {
       "${path.root}/scripts/autologon.ps1",
       "${path.root}/scripts/quiet-desktop.ps1",
       "${path.root}/scripts/install-guest-agent.ps1",
+      "${path.root}/scripts/install-session-tasks.ps1",
     ]
   }
 

@@ -55,7 +55,8 @@ class ScriptedAgent(Agent):
         assert session is not None
         steps = load_ui_script(task.folder / self.script)
         command = vm.image.manifest.guest_agent
-        observer = DisplayObserver(vm.display, GuestAgent(vm.shell, command) if command else None)
+        observer = DisplayObserver(vm.display, GuestAgent(vm.shell, command, vm.image.manifest.guest.quote_arguments)
+                                       if command else None)
         lines: list[str] = []
         try:
             result = anyio.run(self._drive, session, observer, steps, lines, task.spec.timeout_s)

@@ -3,7 +3,9 @@
 The same shape as runner.benchmarks.linux_steps: setup.ps1 and collect.ps1 run through the
 admin channel (WinRM) and call the helpers of STEPS_PS1 (steps.ps1 beside each task). A program
 the desktop user must see is started in the user's interactive session by a one-shot scheduled
-task; the collector writes under EXPORT_DIR and packs it with Windows' own tar.exe for the pull.
+task (the image's C:\\cu-run\\session\\start-in-session.ps1), which an execute step waits for, as
+upstream's does; windows are found through the guest agent, in that session; the collector
+writes under EXPORT_DIR and packs it with Windows' own tar.exe for the pull.
 
 Upstream's paths name its user's home, C:\\Users\\Docker: Waa-Path maps it to the desktop
 user's home at run time.
@@ -29,25 +31,29 @@ function Waa-Path([string]$Path) {
     }
     return $Path
 }
-function Waa-AsUser([string]$File, [string[]]$Arguments) {
-    # A one-shot scheduled task in the desktop user's interactive session: what it starts is on
-    # the user's screen, with the user's rights.
-    $name = 'cu-run-step-' + [guid]::NewGuid().ToString('N')
-    $argumentLine = ($Arguments | ForEach-Object { '"' + ($_ -replace '"', '\"') + '"' }) -join ' '
-    $action = if ($argumentLine) { New-ScheduledTaskAction -Execute $File -Argument $argumentLine } `
-              else { New-ScheduledTaskAction -Execute $File }
-    $principal = New-ScheduledTaskPrincipal -UserId $env:DESKTOP_USER -LogonType Interactive -RunLevel Limited
-    Register-ScheduledTask -TaskName $name -Action $action -Principal $principal | Out-Null
-    try { Start-ScheduledTask -TaskName $name } finally { Unregister-ScheduledTask -TaskName $name -Confirm:$false }
+function Waa-AsUser([string]$File, [string[]]$Arguments, [switch]$Wait) {
+    # In the desktop user's interactive session (the image's start-in-session.ps1: a one-shot
+    # scheduled task): what it starts is on the user's screen, with the user's rights. It returns
+    # once the program has started (upstream's launch), or with -Wait once it has ended
+    # (upstream's execute, which waits for the command's output).
+    $helper = 'C:\cu-run\session\start-in-session.ps1'
+    & $helper -User $env:DESKTOP_USER -FilePath $File -ArgumentList $Arguments -Wait:$Wait -TimeoutSeconds 300
 }
 function Waa-Launch([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) }
 function Waa-LaunchShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) }
-function Waa-Execute([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) }
-function Waa-ExecuteShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) }
+function Waa-Execute([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) -Wait }
+function Waa-ExecuteShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) -Wait }
+function Waa-WindowTitles {
+    # Window titles as the desktop user's session sees them: from WinRM's session 0,
+    # Get-Process's MainWindowTitle is empty for every program on the user's screen.
+    $answer = & 'C:\cu-run\guest-agent\invoke.ps1' 'windows'
+    if ($LASTEXITCODE -ne 0) { throw "the guest agent could not list the windows (exit $LASTEXITCODE)" }
+    @(($answer | Out-String | ConvertFrom-Json).windows | ForEach-Object { $_.title })
+}
 function Waa-Sleep([double]$Seconds) { Start-Sleep -Milliseconds ([int]($Seconds * 1000)) }
 function Waa-WaitWindow([string]$Text, [int]$Seconds) {
     $deadline = (Get-Date).AddSeconds($Seconds)
-    while (-not (Get-Process | Where-Object { $_.MainWindowTitle -like "*$Text*" })) {
+    while (-not (Waa-WindowTitles | Where-Object { $_ -like "*$Text*" })) {
         if ((Get-Date) -gt $deadline) { throw "no window like '$Text' after $Seconds s" }
         Start-Sleep -Milliseconds 500
     }
@@ -64,7 +70,11 @@ function Waa-ActivateWindow([string]$Name) {
     Waa-AsUser 'powershell.exe' @('-NoProfile', '-Command', "(New-Object -ComObject WScript.Shell).AppActivate('$quoted')")
 }
 function Waa-CloseWindow([string]$Name) {
-    Get-Process | Where-Object { $_.MainWindowTitle -like "*$Name*" } | ForEach-Object { $_.CloseMainWindow() | Out-Null }
+    # Closed from the user's session, where the windows are.
+    $quoted = $Name -replace "'", "''"
+    $close = "Get-Process | Where-Object { `$_.MainWindowTitle -like '*$quoted*' } | " +
+        "ForEach-Object { `$_.CloseMainWindow() | Out-Null }"
+    Waa-AsUser 'powershell.exe' @('-NoProfile', '-Command', $close) -Wait
 }
 function Waa-CreateFolder([string]$Path) {
     New-Item -ItemType Directory -Force -Path (Waa-Path $Path) | Out-Null
@@ -104,7 +114,7 @@ function Waa-CollectCommand([string]$Slot, [string]$Command) {
     New-Item -ItemType Directory -Force -Path $folder | Out-Null
     $out = Join-Path $folder 'stdout'
     $err = Join-Path $folder 'stderr'
-    Waa-AsUser 'cmd.exe' @('/c', "$Command > `"$out`" 2> `"$err`"")
+    Waa-AsUser 'cmd.exe' @('/c', "$Command > `"$out`" 2> `"$err`"") -Wait
 }
 function Waa-ExportEnd {
     tar.exe -C $script:Export -cf "$($script:Export).tar" .

@@ -48,6 +48,14 @@ def image_build(
     virtio_sha256: Annotated[str | None, typer.Option("--virtio-sha256")] = None,
     python_sha256: Annotated[str | None, typer.Option("--python-sha256")] = None,
     licence_days: Annotated[int, typer.Option("--licence-days", help="windows-11: evaluation licence length; 0: none")] = 90,
+    edition: Annotated[str | None, typer.Option(
+        "--edition", help="windows-11: the edition to install, by name or edition id (default: the ISO's only one, "
+        "else Pro)")] = None,
+    product_key: Annotated[str | None, typer.Option(
+        "--product-key", help="windows-11: a key for an edition with no published setup key")] = None,
+    winrm_timeout: Annotated[str, typer.Option(
+        "--winrm-timeout", help="windows-11: how long packer waits for WinRM after the ISO boots (2h; hours under TCG)")
+    ] = "2h",
     accel: AccelOpt = AccelChoice.auto,
     cache_dir: CacheDir = None,
 ) -> None:
@@ -56,7 +64,8 @@ def image_build(
     catalog = Catalog(settings.images_dir)
     if name == "windows-11":
         _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
-                       virtio_sha256, python_sha256, licence_days, accel, settings)
+                       virtio_sha256, python_sha256, licence_days, accel, settings,
+                       {"edition": edition, "product_key": product_key, "winrm_timeout": winrm_timeout})
         return
     from runner.images.linux_images import build_image
 
@@ -69,7 +78,7 @@ def image_build(
 
 
 def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256, virtio_sha256,
-                   python_sha256, licence_days, accel, settings) -> None:
+                   python_sha256, licence_days, accel, settings, media_options: dict) -> None:
     from runner.images.windows_11 import DEFAULT_SEED, WindowsInputs, build_windows_image
 
     missing = [flag for flag, value in (("--iso", iso), ("--virtio-iso", virtio_iso),
@@ -90,7 +99,7 @@ def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, eval
             err.print("[yellow]KVM is not usable here: Windows setup under TCG takes many hours[/]")
     inputs = WindowsInputs(iso=iso, virtio_iso=virtio_iso, python_installer=python_installer,
                            evals_seed=evals_seed or DEFAULT_SEED, iso_sha256=iso_sha256, virtio_sha256=virtio_sha256,
-                           python_sha256=python_sha256, licence_days=licence_days, accel=chosen)
+                           python_sha256=python_sha256, licence_days=licence_days, accel=chosen, **media_options)
     with err.status(f"building {name}") as status:
         image = build_windows_image(catalog, name, inputs, progress=_status_and_log(status, err, f"building {name}"))
     m = image.manifest

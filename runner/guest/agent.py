@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,9 +56,13 @@ class AccessibleNode(BaseModel):
 
 
 class GuestAgent:
-    def __init__(self, shell: GuestShell, command: str) -> None:
+    def __init__(self, shell: GuestShell, command: str,
+                 quote: Callable[[Sequence[str]], str] = shlex.join) -> None:
+        """QUOTE: the guest shell's own quoting of an argument list (GuestProfile.quote_arguments):
+        POSIX quotes mean something else to PowerShell."""
         self.shell = shell
         self.command = command
+        self.quote = quote
 
     def ping(self) -> int:
         """The agent's protocol version; raises GuestAgentError when it does not answer."""
@@ -85,7 +90,10 @@ class GuestAgent:
             raise GuestAgentError(f"the guest agent's accessibility tree is malformed: {exc}") from exc
 
     def _call(self, *args: str) -> object:
-        result = self.shell.run(f"{self.command} {shlex.join(args)}", timeout=CALL_TIMEOUT_S)
+        # The Windows agent passes its arguments one a line; an app name is the model's text.
+        if any("\n" in a or "\r" in a for a in args):
+            raise GuestAgentError("a guest agent argument may not hold a line break")
+        result = self.shell.run(f"{self.command} {self.quote(args)}", timeout=CALL_TIMEOUT_S)
         if result.exit_code != 0:
             detail = (result.stderr.strip() or result.stdout.strip() or "no output")[-500:]
             raise GuestAgentError(f"the guest agent failed ({args[0]}, exit {result.exit_code}): {detail}",

@@ -24,7 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import requests
-from winrm.exceptions import InvalidCredentialsError, WinRMError, WinRMOperationTimeoutError, WinRMTransportError
+from winrm.exceptions import (
+    InvalidCredentialsError,
+    WinRMError,
+    WinRMOperationTimeoutError,
+    WinRMTransportError,
+    WSManFaultError,
+)
 from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
@@ -63,6 +69,22 @@ def is_transient_winrm_error(exc: BaseException) -> bool:
     return False
 
 
+ACCESS_DENIED_FAULT = 5  # WSManFault Code of "Access is denied."
+
+
+def sddl_refusal(exc: BaseException, user: str) -> str | None:
+    """What to tell a person when the guest's WinRM service turned USER away by its RootSDDL:
+    the credentials were right (else a 401), the account is just not admitted to a shell.
+    None for any other failure."""
+    if isinstance(exc, WSManFaultError) and exc.wsman_fault_code == ACCESS_DENIED_FAULT:
+        return (f"the guest's WinRM refused {user} a shell: access denied (WSManFault {ACCESS_DENIED_FAULT}), "
+                "not allowed by the guest's WinRM SDDL (RootSDDL admits Administrators and Interactive users "
+                "unless the image adds Remote Management Users)")
+    return None
+
+
+SDDL_FIX = "rebuild the image: cu-run image build windows-11 --force (setup/enable-winrm.ps1 admits Remote Management Users)"
+
 _CLIXML_ESCAPE = re.compile(r"_x([0-9A-Fa-f]{4})_")
 
 
@@ -98,6 +120,7 @@ class WinRmShell(GuestShell):
     def __init__(self, host: str, port: int, user: str, password: str, *, transport: str = "ntlm",
                  protocol_factory: Callable[[], Protocol] | None = None) -> None:
         self.address = f"{host}:{port}"
+        self.user = user
         self.endpoint = f"http://{host}:{port}/wsman"
         self._factory = protocol_factory or (lambda: Protocol(
             endpoint=self.endpoint, transport=transport, username=user, password=password,
@@ -123,6 +146,9 @@ class WinRmShell(GuestShell):
                 last = exc
             except Exception as exc:
                 cause = exc.__cause__ if isinstance(exc, GuestUnreachable) and exc.__cause__ else exc
+                refusal = sddl_refusal(cause, self.user)
+                if refusal is not None:
+                    raise GuestUnreachable(f"WinRM at {self.address}: {refusal}", fix=SDDL_FIX) from exc
                 if not is_transient_winrm_error(cause):
                     raise GuestUnreachable(
                         f"WinRM at {self.address} refused for good: {type(cause).__name__}: {cause}",
@@ -188,6 +214,9 @@ class WinRmShell(GuestShell):
     def _unreachable(self, exc: BaseException) -> BaseException:
         if isinstance(exc, (GuestUnreachable, CommandTimeout)):
             return exc
+        refusal = sddl_refusal(exc, self.user)
+        if refusal is not None:
+            return GuestUnreachable(f"WinRM at {self.address}: {refusal}", fix=SDDL_FIX)
         if is_transient_winrm_error(exc) or isinstance(exc, (WinRMError, requests.exceptions.RequestException)):
             return GuestUnreachable(f"WinRM at {self.address} failed: {type(exc).__name__}: {exc}")
         return exc

@@ -123,6 +123,8 @@ class ImageManifest(Frozen):
         "truncate when scaling absolute coordinates; the display adds this back (measured per image)",
     )
     memory_mib: int = 1024
+    vcpus: int = Field(default=1, ge=1, le=64, description="the episode VM's CPUs, as the image was built for: "
+                       "Windows 11 on one core pushes setup, listings and verifiers toward their time limits")
     credentials: Credentials
     ssh: SshAccess | None = None
     winrm: WinRmAccess | None = None

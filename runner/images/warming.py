@@ -193,7 +193,8 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
                            identity=warm_identity(image, slot))
             with vm:
                 if image.manifest.guest_agent:
-                    GuestAgent(vm.shell, image.manifest.guest_agent).ping()  # restored episodes expect it answering
+                    # restored episodes expect it answering
+                    GuestAgent(vm.shell, image.manifest.guest_agent, image.manifest.guest.quote_arguments).ping()
                 if warm_apps and image.manifest.warm_apps:
                     progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; starting each app once")
                     ran = vm.shell.run(image.manifest.warm_apps, timeout=WARM_APPS_TIMEOUT_S)

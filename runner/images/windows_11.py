@@ -42,6 +42,7 @@ from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile
 from runner.images.linux_images import run_logged
 from runner.images.scratch import scratch_then_rename
+from runner.images.windows_media import EditionChoice, choose_edition, iso_editions
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
@@ -52,13 +53,19 @@ OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VAR
 # Storage, SCSI, network, input and balloon drivers; w11 where the ISO has it, else w10.
 VIRTIO_DRIVERS = ("viostor", "vioscsi", "NetKVM", "vioinput", "Balloon")
 MIN_FREE_GIB = 40
+# Windows Setup loads and installs the drivers of a folder of this name at the root of any drive,
+# whatever letter the setup CD got: no DriverPaths to guess.
+DRIVERS_FOLDER = "$WinPEDriver$"
 USER = "cu"  # the desktop user: autologon, and a standard user once built
 VERIFIER_USER = "cu-verify"  # the administrator setup, listings and verifiers run as
 SCREEN = ScreenSize(width=1280, height=800)
 GUEST_AGENT = r"& 'C:\cu-run\guest-agent\invoke.ps1'"
-# Ready once the autologon user's shell is up: explorer runs in an interactive session.
-DESKTOP_READY = ("if (Get-Process -Name explorer -IncludeUserName -ErrorAction SilentlyContinue | "
-                 "Where-Object { $_.UserName -like '*\\" + USER + "' }) { exit 0 } else { exit 1 }")
+# Ready once the autologon user's shell is up: explorer runs in an interactive session. The check
+# runs as the desktop user, a standard user, for whom Get-Process -IncludeUserName throws; the
+# session id needs no rights, and session 0 (services, WinRM) is never interactive. Anything
+# unexpected is "not ready", never "ready".
+DESKTOP_READY = ("try { $shells = @(Get-Process -Name explorer -ErrorAction Stop | Where-Object { $_.SessionId -gt 0 }) } "
+                 "catch { exit 1 }; if ($shells.Count -gt 0) { exit 0 } else { exit 1 }")
 
 Progress = Callable[[str], None]  # as in imagebuild
 
@@ -78,6 +85,9 @@ class WindowsInputs:
     memory_mib: int = 4096
     cpus: int = 2
     disk_size: str = "64G"
+    edition: str | None = None  # a name or edition id of the ISO's; None: its only one, or Pro
+    product_key: str | None = None  # for an edition without a published setup key
+    winrm_timeout: str = "2h"  # packer's wait for WinRM after the ISO boots
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class Tools:
     ovmf_code: str
     ovmf_vars: str
     xorriso: str
+    edition: EditionChoice
 
 
 def preflight(inputs: WindowsInputs, catalog_root: Path, progress: Progress = lambda _l: None) -> Tools:
@@ -138,11 +149,20 @@ def preflight(inputs: WindowsInputs, catalog_root: Path, progress: Progress = la
                         "(apt install xorriso)")
     if shutil.which("qemu-system-x86_64") is None:
         problems.append("qemu-system-x86_64: not on PATH (apt install qemu-system-x86)")
+    if not re.fullmatch(r"\d+[smh]", inputs.winrm_timeout):
+        problems.append(f"--winrm-timeout {inputs.winrm_timeout!r} is not a duration like 90m or 2h")
+    edition = None
+    if xorriso is not None and inputs.iso.is_file() and os.access(inputs.iso, os.R_OK):
+        try:
+            edition = choose_edition(iso_editions(xorriso, inputs.iso), inputs.edition, inputs.product_key)
+            progress(f"edition: {edition.edition.name} (index {edition.edition.index}; {edition.why})")
+        except UsageError as exc:
+            problems.append(f"Windows ISO (--iso): {exc.message}" + (f" ({exc.fix})" if exc.fix else ""))
     if problems:
         raise UsageError("cannot build windows-11:\n  - " + "\n  - ".join(problems),
                          fix="fix each problem above, then run the same command again")
-    assert packer is not None and ovmf is not None and xorriso is not None
-    return Tools(packer, version, ovmf[0], ovmf[1], xorriso)
+    assert packer is not None and ovmf is not None and xorriso is not None and edition is not None
+    return Tools(packer, version, ovmf[0], ovmf[1], xorriso, edition)
 
 
 def packer_version(packer: str) -> tuple[int, int, int]:
@@ -169,7 +189,7 @@ def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, passwor
         "iso_path": str(inputs.iso.resolve()),
         "iso_sha256": iso_sha256,
         "autounattend": str(work / "autounattend.xml"),
-        "drivers_dir": str(work / "drivers"),
+        "drivers_dir": str(work / DRIVERS_FOLDER),
         "python_installer": str(inputs.python_installer.resolve()),
         "evals_seed_dir": str(inputs.evals_seed.resolve()),
         "ovmf_code": tools_ovmf_code,
@@ -186,6 +206,7 @@ def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, passwor
         "verifier_password": verifier_password,
         "screen_width": str(SCREEN.width),
         "screen_height": str(SCREEN.height),
+        "winrm_timeout": inputs.winrm_timeout,
     }
 
 
@@ -196,16 +217,24 @@ def packer_argv(packer: str, action: str, variables: dict) -> list[str]:
     return argv + [str(TEMPLATE)]
 
 
-def write_autounattend(dest: Path, password: str) -> None:
+def write_autounattend(dest: Path, password: str, edition: EditionChoice | None = None) -> None:
+    """The answer file with the password, the edition's index and (multi-edition media) its key."""
     text = (TEMPLATE_DIR / "autounattend.xml").read_text()
     # The password sits in XML text: escape what XML would otherwise read as markup.
     escaped = password.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    dest.write_text(text.replace("CU_PASSWORD_PLACEHOLDER", escaped))
+    text = text.replace("CU_PASSWORD_PLACEHOLDER", escaped)
+    index = edition.edition.index if edition else 1
+    text = text.replace("<Value>CU_IMAGE_INDEX</Value>", f"<Value>{index}</Value>")
+    key = edition.product_key if edition else None
+    text = text.replace("<!--CU_PRODUCT_KEY-->",
+                        f"<ProductKey><Key>{key}</Key><WillShowUI>OnError</WillShowUI></ProductKey>" if key else "")
+    dest.write_text(text)
 
 
 def extract_drivers(xorriso: str, virtio_iso: Path, dest: Path) -> list[str]:
     """Copies each driver's Windows 11 amd64 folder (w10 where there is no w11) out of the
-    virtio-win ISO into DEST/<driver>; returns what was found."""
+    virtio-win ISO into DEST/<driver>; returns what was found. The copies are made writable:
+    files from an ISO come out read-only, and the build removes them when it ends."""
     found = []
     dest.mkdir(parents=True, exist_ok=True)
     for driver in VIRTIO_DRIVERS:
@@ -214,14 +243,24 @@ def extract_drivers(xorriso: str, virtio_iso: Path, dest: Path) -> list[str]:
             done = subprocess.run([xorriso, "-osirrox", "on", "-indev", str(virtio_iso), "-extract",
                                    f"/{driver}/{version}/amd64", str(target)], capture_output=True, text=True)
             if done.returncode == 0 and target.is_dir() and any(target.iterdir()):
+                _make_writable(target)
                 found.append(f"{driver}/{version}")
                 break
+            _make_writable(target)
             shutil.rmtree(target, ignore_errors=True)
     if not any(f.startswith(("viostor", "vioscsi")) for f in found) or not any(f.startswith("NetKVM") for f in found):
         raise UsageError(f"{virtio_iso} holds no Windows 10/11 amd64 storage and network drivers "
                          f"(found: {', '.join(found) or 'none'})",
                          fix="use a virtio-win ISO from the virtio-win project (0.1.240 or later)")
     return found
+
+
+def _make_writable(tree: Path) -> None:
+    if not tree.exists():
+        return
+    for path in [tree, *tree.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o700 if path.is_dir() else path.stat().st_mode | 0o600)
 
 
 def template_hash() -> str:
@@ -252,9 +291,9 @@ def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, pass
     """Everything of the Windows build that happens inside its scratch folder."""
     shutil.copyfile(tools.ovmf_vars, work / "OVMF_VARS.fd")
     progress("extracting the virtio drivers")
-    drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / "drivers")
+    drivers = extract_drivers(tools.xorriso, inputs.virtio_iso, work / DRIVERS_FOLDER)
     progress(f"drivers: {', '.join(drivers)}")
-    write_autounattend(work / "autounattend.xml", password)
+    write_autounattend(work / "autounattend.xml", password, tools.edition)
     verifier_password = secrets.token_urlsafe(18)
     variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password)
     _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
@@ -270,14 +309,14 @@ def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, pass
         disk_bytes=(work / "disk.qcow2").stat().st_size,
         firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
         screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,
-        memory_mib=inputs.memory_mib, credentials=Credentials(user=USER, password=password),
+        memory_mib=inputs.memory_mib, vcpus=inputs.cpus, credentials=Credentials(user=USER, password=password),
         winrm=WinRmAccess(user=USER, password=password, admin_user=VERIFIER_USER,
                           admin_password=verifier_password),
         licence_expires=(built_at.date() + timedelta(days=inputs.licence_days)) if inputs.licence_days else None,
         built_at=built_at, build_seconds=round(time.monotonic() - started, 1),
         builder=f"cu-run {__version__} packer template {template_hash()}",
     )
-    for scratch in ("drivers", "autounattend.xml"):  # the answer file holds the password
+    for scratch in (DRIVERS_FOLDER, "autounattend.xml"):  # the answer file holds the password
         target = work / scratch
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     (work / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")

@@ -80,4 +80,5 @@ def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str
     command = vm.image.manifest.guest_agent
     return build_server(RecordingDisplay(vm.display, trajectory), shell, toolsets=toolsets, file_root=file_root,
                         guest=vm.image.manifest.guest,
-                        guest_agent=GuestAgent(shell, command) if command else None)
+                        guest_agent=GuestAgent(shell, command, vm.image.manifest.guest.quote_arguments)
+                        if command else None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -180,7 +181,16 @@ class GuestProfile(ABC):
 
     @abstractmethod
     def sync_script(self) -> str:
-        """Flushes the guest's disk buffers (before a warm state is saved)."""
+        """Flushes the guest's disk buffers (before a warm state is saved), run by the admin."""
+
+    @abstractmethod
+    def quote_arguments(self, args: Sequence[str]) -> str:
+        """ARGS as words of one command line in this guest's shell."""
+
+    @abstractmethod
+    def script_paths(self, text: str) -> list[str]:
+        """The guest paths a task script names as literals, the home as "~" (for `tasks lint`:
+        what an oracle touches must be allowed by the write set). Best effort, never executed."""
 
     def warm_up_script(self) -> str | None:
         """An admin script that runs, with nothing of any task, what an episode's admin commands

@@ -8,6 +8,8 @@ cgroup v2 freezer before verification.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import base64
 import io
 import posixpath
@@ -217,6 +219,15 @@ class LinuxProfile(GuestProfile):
     def grant_admin_script(self, user: DesktopUser) -> str:
         return (f"umask 0337; echo {shlex.quote(user.name + ' ALL=(ALL) NOPASSWD: ALL')} > /etc/sudoers.d/cu-run-agent\n"
                 "visudo -cq -f /etc/sudoers.d/cu-run-agent\n")
+
+    @override
+    def quote_arguments(self, args: Sequence[str]) -> str:
+        return shlex.join(args)
+
+    @override
+    def script_paths(self, text: str) -> list[str]:
+        found = re.findall(r"""(?:\$HOME|\$\{HOME\}|~)(/[^\s"'`;|&<>()$]*)""", text)
+        return ["~" + p.rstrip("/") for p in found if p.strip("/")]
 
     @override
     def clock_script(self, now: float) -> str:

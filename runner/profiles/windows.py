@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ntpath
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from runner.errors import InfraError
@@ -150,8 +151,32 @@ class WindowsProfile(GuestProfile):
 
     @override
     def hand_home_script(self, user: DesktopUser) -> str:
-        return (f"Get-ChildItem -LiteralPath {_ps(user.home)} -Recurse -Force -ErrorAction SilentlyContinue | "
-                f"ForEach-Object {{ icacls $_.FullName /setowner {_ps(user.name)} /q | Out-Null }}\r\n")
+        # A profile after first logon holds thousands of items (AppX folders, Edge, caches): one
+        # icacls process per item ran past the step's limit. As on Linux (root-owned files only),
+        # only what setup made is re-owned: items owned by the admin running this, or by
+        # Administrators (an elevated admin's default owner). Owners are read in this one process,
+        # and icacls runs once per item found, a handful. Reparse points (the profile's legacy
+        # junctions, or a link) are neither followed nor re-owned.
+        return (f"$home_dir = {_ps(user.home)}\r\n"
+                "$admins = @((New-Object System.Security.Principal.SecurityIdentifier('S-1-5-32-544')), "
+                "[System.Security.Principal.WindowsIdentity]::GetCurrent().User)\r\n"
+                "$pending = New-Object System.Collections.Generic.Queue[string]\r\n"
+                "$pending.Enqueue($home_dir)\r\n"
+                "$foreign = New-Object System.Collections.Generic.List[string]\r\n"
+                "while ($pending.Count -gt 0) {\r\n"
+                "    $folder = $pending.Dequeue()\r\n"
+                "    foreach ($item in @(Get-ChildItem -LiteralPath $folder -Force -ErrorAction SilentlyContinue)) {\r\n"
+                "        if ($item.Attributes -band [IO.FileAttributes]::ReparsePoint) { continue }\r\n"
+                "        try { $owner = $item.GetAccessControl('Owner').GetOwner([System.Security.Principal."
+                "SecurityIdentifier]) } catch { continue }\r\n"
+                "        if ($admins -contains $owner) { $foreign.Add($item.FullName) }\r\n"
+                "        if ($item.PSIsContainer) { $pending.Enqueue($item.FullName) }\r\n"
+                "    }\r\n"
+                "}\r\n"
+                "foreach ($path in $foreign) {\r\n"
+                f"    icacls $path /setowner {_ps(user.name)} /q | Out-Null\r\n"
+                "    if ($LASTEXITCODE -ne 0) { throw \"icacls could not give $path to its user\" }\r\n"
+                "}\r\n")
 
     @override
     def grant_admin_script(self, user: DesktopUser) -> str:
@@ -164,7 +189,21 @@ class WindowsProfile(GuestProfile):
 
     @override
     def sync_script(self) -> str:
-        return "Write-VolumeCache -DriveLetter C"
+        return "Write-VolumeCache -DriveLetter C"  # needs an administrator: run on the admin channel
+
+    @override
+    def quote_arguments(self, args: Sequence[str]) -> str:
+        return " ".join(_ps(a) for a in args)
+
+    @override
+    def script_paths(self, text: str) -> list[str]:
+        paths = []
+        for drive, _home, rest in re.findall(
+                r"""(?:\b([A-Za-z]:)|(\$env:(?:USERPROFILE|USER_HOME)|~))(\\[^\r\n"'`;|<>()$]*)""", text):
+            rest = rest.rstrip(" \\")
+            if rest:
+                paths.append((drive if drive else "~") + rest)
+        return paths
 
     # -- the write set
 

@@ -9,8 +9,9 @@ from typing import Literal
 
 from runner.errors import UsageError
 from runner.profiles import PROFILES
-from runner.tasks.syntax import script_errors
-from runner.tasks.model import SUITE_SAFETY, load_suite_rules, load_task, resolve_suite_path
+from runner.tasks.syntax import powershell_mistakes, script_errors
+from runner.scoring.writeset import matches
+from runner.tasks.model import SUITE_SAFETY, Task, load_suite_rules, load_task, resolve_suite_path
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,11 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
         problems.append(LintProblem(folder / SUITE_SAFETY, exc.message))
     for task_dir in task_dirs:
         try:
-            load_task(task_dir)
+            task = load_task(task_dir)
         except UsageError as exc:
             problems.append(LintProblem(task_dir, exc.message))
+        else:
+            problems += lint_write_set(task)
         problems += lint_task_scripts(task_dir)
     return len(task_dirs), problems
 
@@ -54,12 +57,37 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
             problems.append(LintProblem(script, f"not UTF-8 text (at byte {exc.start})"))
             continue
         problems += [LintProblem(script, error) for error in script_errors(script)]
+        if script.suffix == ".ps1":
+            problems += [LintProblem(script, mistake) for mistake in powershell_mistakes(script.read_text())]
         guest = next((p for p in PROFILES.values() if p.script_ext == script.suffix), None)
         if guest is not None and _privileged(task_dir, script):
             problems += [LintProblem(script, message) for message in guest.privileged_script_mistakes(script.read_text())]
         if guest is not None and _gives_a_verdict(task_dir, script):
             problems += [LintProblem(script, message, "warning") for message in guest.verdict_warnings(script.read_text())]
     return problems
+
+
+def lint_write_set(task: Task) -> list[LintProblem]:
+    """With the write set on, an oracle that touches watched paths must be allowed at least one
+    of them: else the task's own solution scores "changed outside the allowed paths". (A path
+    it only reads may stay watched, as a decoy; one allowed path is the least a solution needs.)"""
+    oracle = task.script("oracle")
+    write_set = task.spec.write_set
+    if not write_set.enabled or oracle is None:
+        return []
+    guest = task.guest
+    windows = guest.windows_paths
+    roots = write_set.watch or guest.default_watch
+    covering = write_set.allow + write_set.ignore + guest.default_ignore
+    watched = [p for p in dict.fromkeys(guest.script_paths(oracle.read_text(errors="replace")))
+               if any(matches(p, root, windows=windows) for root in roots)]
+    if not watched or any(matches(p, c, windows=windows) for p in watched for c in covering):
+        return []
+    return [LintProblem(task.folder / "task.yaml",
+                        f"the oracle writes or reads {', '.join(watched)}, which the write set watches "
+                        f"({', '.join(roots)}), and write_set.allow covers none of them: the task's own solution "
+                        "would score 'changed outside the allowed paths'; add what the task asks for to "
+                        "write_set.allow")]
 
 
 def errors(problems: list[LintProblem]) -> list[LintProblem]:

@@ -5,6 +5,7 @@ PowerShell is parsed with a real grammar (tree-sitter-powershell); sh with `sh -
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -56,3 +57,30 @@ def script_errors(path: Path) -> list[str]:
     if path.suffix == ".sh":
         return sh_errors(path)
     return []
+
+
+# -- PowerShell mistakes a grammar cannot see
+
+_REGISTRY_NEW_ITEM = re.compile(r"\bNew-Item\b(?![^\r\n]*-ItemType[\s'\",]+(Directory|File)\b)[^\r\n]*-Force\b",
+                                re.IGNORECASE)
+_PER_ITEM_PROCESS = re.compile(
+    r"-Recurse\b[^\r\n]*\|\s*(ForEach-Object|%)\s*\{[^\r\n]*\b(icacls|takeown|attrib|cacls|cmd|powershell|pwsh)"
+    r"(\.exe)?\b", re.IGNORECASE)
+
+
+def powershell_mistakes(text: str) -> list[str]:
+    """Lines that parse but fail on a real Windows:
+    - `New-Item -Force` on a registry key that exists deletes it first, with its values and
+      subkeys; guard it with Test-Path on the same line (a missing key is made with its parents);
+    - a process started per item of a recursive listing: a user profile holds thousands of items,
+      and one process each runs for minutes; read or change them in one process, or list fewer."""
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        code = line.split("#", 1)[0] if not line.lstrip().startswith("<#") else ""
+        if _REGISTRY_NEW_ITEM.search(code) and not re.search(r"\bTest-Path\b", code, re.IGNORECASE):
+            found.append(f"line {number}: New-Item -Force on a key that exists deletes it first (values and subkeys); "
+                         "make it only when missing: if (-not (Test-Path -LiteralPath $key)) { New-Item ... -Force }")
+        if _PER_ITEM_PROCESS.search(code):
+            found.append(f"line {number}: starts a process per item of a recursive listing; do the work in one "
+                         "process, or only for the items that need it")
+    return found

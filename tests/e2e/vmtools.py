@@ -37,7 +37,8 @@ def wait_focused(vm, pattern: str, timeout: float = 60.0) -> None:
     from runner.agents.conditions import wait_for as wait_condition
     from runner.guest.agent import GuestAgent
 
-    observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent))
+    observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent,
+                                                       vm.image.manifest.guest.quote_arguments))
     wait_condition(WaitFor(focused=pattern, timeout=timeout), observer)
 
 

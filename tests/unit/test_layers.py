@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "runner.episode_domain")),
     ("benchmarks", ("runner.benchmarks", "runner.benchmarks.*")),
     ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_images", "runner.images.windows_11",
-                    "runner.gc", "runner.runs.admission")),
+                    "runner.images.windows_media", "runner.gc", "runner.runs.admission")),
     ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),
     ("run records", ("runner.runs", "runner.runs.results", "runner.runs.recording", "runner.runs.report",
                      "runner.runs.provenance", "runner.runs.inspect_export", "runner.runs.folders",

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from fakes.display import FakeDisplay, LocalShell
+from runner.profiles import PROFILES
 from runner.mcp.session import McpSession
 from runner.agents.scripted import ScriptedAgent
 from runner.net import free_port
@@ -67,7 +68,8 @@ def episode(tmp_path: Path, script: str, *, guest_agent: bool = True, timeout_s:
     display = DesktopDisplay(windows)
     agent_cmd = f"cat {windows}; :" if guest_agent else None
     vm = SimpleNamespace(display=display, shell=LocalShell(),
-                         image=SimpleNamespace(manifest=SimpleNamespace(guest_agent=agent_cmd)))
+                         image=SimpleNamespace(manifest=SimpleNamespace(guest_agent=agent_cmd,
+                                                                        guest=PROFILES["linux"])))
     return task, vm, display
 
 

@@ -2,7 +2,9 @@
 template validated by the real packer, the answer file's settings, every PowerShell file
 parsed by a real grammar, the build's preflight, the driver extraction, licence warnings."""
 
+import re
 import shutil
+import struct
 import subprocess
 import xml.etree.ElementTree as ET
 from datetime import UTC, date, datetime, timedelta
@@ -16,6 +18,7 @@ from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
 from runner.tasks.syntax import script_errors
 from runner.images.windows_11 import (
+    DRIVERS_FOLDER,
     TEMPLATE_DIR,
     WindowsInputs,
     extract_drivers,
@@ -29,9 +32,35 @@ from runner.images.windows_11 import (
 U = "{urn:schemas-microsoft-com:unattend}"
 
 
+def wim_bytes(editions: list[tuple[str, str]], *, xml_offset: int = 208) -> bytes:
+    """A stand-in install.wim: the published header layout, and the XML resource listing
+    EDITIONS ([(display name, edition id)]), UTF-16LE with a BOM, at XML_OFFSET."""
+    images = "".join(f"<IMAGE INDEX='{i}'><NAME>{name}</NAME><DISPLAYNAME>{name}</DISPLAYNAME>"
+                      f"<WINDOWS><EDITIONID>{edition}</EDITIONID></WINDOWS></IMAGE>"
+                      for i, (name, edition) in enumerate(editions, 1))
+    xml = ("\ufeff<WIM><TOTALBYTES>1</TOTALBYTES>" + images + "</WIM>").encode("utf-16-le")
+    header = bytearray(208)
+    header[0:8] = b"MSWIM\0\0\0"
+    struct.pack_into("<III", header, 8, 208, 0x10D00, 0)
+    struct.pack_into("<HHI", header, 40, 1, 1, len(editions))
+    struct.pack_into("<QQQ", header, 72, len(xml) | (0x02 << 56), xml_offset, len(xml))
+    return bytes(header) + b"\0" * (xml_offset - 208) + xml
+
+
+def make_windows_iso(tmp_path, editions, name="win11.iso"):
+    root = tmp_path / f"{name}-root"
+    (root / "sources").mkdir(parents=True)
+    (root / "sources" / "install.wim").write_bytes(wim_bytes(editions))
+    iso = tmp_path / name
+    subprocess.run(["xorriso", "-as", "mkisofs", "-quiet", "-J", "-R", "-o", str(iso), str(root)], check=True,
+                   capture_output=True)
+    return iso
+
+
 @pytest.fixture
 def inputs(tmp_path):
-    for name in ("win11.iso", "virtio-win.iso", "python-3.13.1-amd64.exe"):
+    make_windows_iso(tmp_path, [("Windows 11 Enterprise Evaluation", "EnterpriseEval")])
+    for name in ("virtio-win.iso", "python-3.13.1-amd64.exe"):
         (tmp_path / name).write_bytes(b"placeholder " + name.encode())
     return WindowsInputs(iso=tmp_path / "win11.iso", virtio_iso=tmp_path / "virtio-win.iso",
                          python_installer=tmp_path / "python-3.13.1-amd64.exe")
@@ -41,7 +70,7 @@ def test_packer_validates_the_template_with_the_variables_cu_run_passes(inputs, 
     packer = shutil.which("packer")
     assert packer, "packer is missing: scripts/setup-host.sh installs it"
     work = tmp_path / "work"
-    (work / "drivers").mkdir(parents=True)
+    (work / DRIVERS_FOLDER).mkdir(parents=True)
     write_autounattend(work / "autounattend.xml", "pw")
     (work / "OVMF_VARS.fd").write_bytes(b"")
     variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw", "0" * 64, "vpw")
@@ -85,9 +114,13 @@ def test_answer_file_bypasses_tpm_and_secure_boot_and_skips_the_network_screen()
 
 
 def test_answer_file_loads_virtio_drivers_and_partitions_gpt():
-    pnp = component(unattend(), "windowsPE", "Microsoft-Windows-PnpCustomizationsWinPE")
-    paths = [p.findtext(f"{U}Path") for p in pnp.iter(f"{U}PathAndCredentials")]
-    assert {"D:\\drivers", "E:\\drivers"} <= set(paths)
+    # No drive letters to guess: Setup finds $WinPEDriver$ at the root of whichever drive the CD got.
+    settings = [c.get("name") for s in unattend().findall(f"{U}settings") for c in s.findall(f"{U}component")]
+    assert "Microsoft-Windows-PnpCustomizationsWinPE" not in settings
+    template = (TEMPLATE_DIR / "windows-11.pkr.hcl").read_text()
+    assert "cd_files = [var.autounattend, \"${path.root}/setup/\", var.drivers_dir]" in template
+    assert Path(packer_vars(WindowsInputs(Path("i"), Path("v"), Path("p")), Path("/w"), "c", "pw", "0", "v")
+                ["drivers_dir"]).name == "$WinPEDriver$"
     setup = component(unattend(), "windowsPE", "Microsoft-Windows-Setup")
     types = [p.findtext(f"{U}Type") for p in setup.iter(f"{U}CreatePartition")]
     assert types == ["EFI", "MSR", "Primary"]
@@ -234,6 +267,11 @@ def test_the_last_provisioning_step_splits_the_desktop_user_from_the_verifier_ac
     last = template.rindex('provisioner "powershell"')
     assert "scripts/accounts.ps1" in template[last:] and "CU_VERIFIER_PASSWORD=${var.verifier_password}" in template[last:]
     accounts = (TEMPLATE_DIR / "scripts" / "accounts.ps1").read_text()
-    assert "Remove-LocalGroupMember -Group 'Administrators' -Member $env:CU_USER" in accounts
+    # Demoted by packer's shutdown command, the last thing packer runs as that user; shut down only
+    # once the demotion worked.
+    assert "Remove-LocalGroupMember" not in accounts
+    shutdown = re.search(r'shutdown_command = "(.*)"\n', template).group(1)
+    assert shutdown.index("$ErrorActionPreference = 'Stop'") < shutdown.index(
+        "Remove-LocalGroupMember -Group 'Administrators' -Member '${var.admin_user}'") < shutdown.index("shutdown.exe")
     assert "Add-LocalGroupMember -Group 'Administrators' -Member $env:CU_VERIFIER_USER" in accounts
     assert "Add-LocalGroupMember -Group 'Remote Management Users' -Member $env:CU_USER" in accounts

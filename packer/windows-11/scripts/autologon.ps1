@@ -9,6 +9,9 @@ Set-ItemProperty -Path $winlogon -Name 'DefaultPassword' -Value $env:CU_PASSWORD
 Set-ItemProperty -Path $winlogon -Name 'DefaultDomainName' -Value $env:COMPUTERNAME
 Remove-ItemProperty -Path $winlogon -Name 'AutoLogonCount' -ErrorAction SilentlyContinue
 # No lock screen and no password prompt on wake: nothing may stand between boot and desktop.
-New-Item -Path 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\Personalization' -Force | Out-Null
-Set-ItemProperty -Path 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\Personalization' -Name 'NoLockScreen' -Value 1 -Type DWord
+# The key is made only when missing: New-Item -Force on an existing key deletes it first
+# (its values and subkeys); on a missing one it makes the missing parents too.
+$personalization = 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\Personalization'
+if (-not (Test-Path -LiteralPath $personalization)) { New-Item -Path $personalization -Force | Out-Null }
+Set-ItemProperty -Path $personalization -Name 'NoLockScreen' -Value 1 -Type DWord
 powercfg /SETACVALUEINDEX SCHEME_CURRENT SUB_NONE CONSOLELOCK 0

@@ -1,9 +1,13 @@
 # A desktop that stays the same for every episode: no updates, scans, sleep, screensaver,
-# animations, notifications or first-run prompts, and a fixed screen size.
+# animations, notifications or first-run prompts. The screen size is set in the desktop
+# user's own session at logon (install-session-tasks.ps1): WinRM's session 0 has no console.
 $ErrorActionPreference = 'Stop'
 
+# A key is made only when missing: New-Item -Force on an existing key deletes it first, with
+# its values and subkeys (NoAutoUpdate beside DisableWindowsUpdateAccess, a refused delete of
+# Defender's policy key ending the build). On a missing key it makes the missing parents too.
 function Set-Policy([string]$path, [string]$name, [int]$value) {
-    New-Item -Path $path -Force | Out-Null
+    if (-not (Test-Path -LiteralPath $path)) { New-Item -Path $path -Force | Out-Null }
     Set-ItemProperty -Path $path -Name $name -Value $value -Type DWord
 }
 
@@ -39,36 +43,3 @@ Set-Policy 'HKLM:\SOFTWARE\Policies\Microsoft\Dsh' 'AllowNewsAndInterests' 0
 Set-Policy 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\OOBE' 'DisablePrivacyExperience' 1
 Set-Policy 'HKLM:\SOFTWARE\Policies\Microsoft\Edge' 'HideFirstRunExperience' 1
 Set-Policy 'HKCU:\Software\Microsoft\Windows\CurrentVersion\UserProfileEngagement' 'ScoobeSystemSettingEnabled' 0
-
-# A fixed screen size, the one the image manifest records.
-Add-Type -TypeDefinition @'
-using System;
-using System.Runtime.InteropServices;
-public static class CuDisplay {
-    [StructLayout(LayoutKind.Sequential, CharSet = CharSet.Ansi)]
-    public struct DEVMODE {
-        [MarshalAs(UnmanagedType.ByValTStr, SizeConst = 32)] public string dmDeviceName;
-        public short dmSpecVersion, dmDriverVersion, dmSize, dmDriverExtra;
-        public int dmFields, dmPositionX, dmPositionY, dmDisplayOrientation, dmDisplayFixedOutput;
-        public short dmColor, dmDuplex, dmYResolution, dmTTOption, dmCollate;
-        [MarshalAs(UnmanagedType.ByValTStr, SizeConst = 32)] public string dmFormName;
-        public short dmLogPixels;
-        public int dmBitsPerPel, dmPelsWidth, dmPelsHeight, dmDisplayFlags, dmDisplayFrequency;
-    }
-    [DllImport("user32.dll")] public static extern int EnumDisplaySettings(string name, int mode, ref DEVMODE dm);
-    [DllImport("user32.dll")] public static extern int ChangeDisplaySettings(ref DEVMODE dm, int flags);
-    public static int Set(int width, int height) {
-        DEVMODE dm = new DEVMODE();
-        dm.dmSize = (short)Marshal.SizeOf(typeof(DEVMODE));
-        EnumDisplaySettings(null, -1, ref dm);
-        dm.dmPelsWidth = width;
-        dm.dmPelsHeight = height;
-        dm.dmFields = 0x80000 | 0x100000;
-        return ChangeDisplaySettings(ref dm, 1);
-    }
-}
-'@
-$changed = [CuDisplay]::Set([int]$env:CU_SCREEN_WIDTH, [int]$env:CU_SCREEN_HEIGHT)
-if ($changed -ne 0) {
-    Write-Warning "could not set the screen to $($env:CU_SCREEN_WIDTH)x$($env:CU_SCREEN_HEIGHT) (code $changed)"
-}

@@ -2,6 +2,16 @@
   First logon (from autounattend.xml): make WinRM answer on 5985 whatever profile Windows
   gave the network, and let a local administrator's remote session keep its admin token
   (LocalAccountTokenFilterPolicy), which packer and cu-run need. NTLM over HTTP, Basic off.
+
+  - The desktop user (a standard user once provisioning ends) opens its own WinRM shell for
+    the agent's tools. A cmd shell is governed by the service's RootSDDL, whose default admits
+    only Administrators and Interactive users: without an ACE for Remote Management Users
+    (BUILTIN, S-1-5-32-580) that shell gets fault 5, "Access is denied". The ACE is added to
+    whatever the SDDL holds, through the security descriptor object, never by string surgery.
+  - Enable-PSRemoting sets WinRM to Automatic (Delayed Start) on client editions, about two
+    minutes after boot; Set-Service cannot clear the delay, sc.exe can.
+  - No restart of WinRM: packer connects as soon as the port answers and may be uploading
+    when a restart would cut it off. Every setting below takes effect without one.
 #>
 $ErrorActionPreference = 'Stop'
 Get-NetConnectionProfile | ForEach-Object {
@@ -10,12 +20,21 @@ Get-NetConnectionProfile | ForEach-Object {
 Enable-PSRemoting -Force -SkipNetworkProfileCheck
 Set-Item -Path 'WSMan:\localhost\Service\Auth\Basic' -Value $false
 # packer's WinRM client sends NTLM without message encryption; the port is reachable only
-# through the host's 127.0.0.1 forward of an isolated VM.
+# through the host's 127.0.0.1 forward of an isolated VM. cu-run's own client encrypts.
 Set-Item -Path 'WSMan:\localhost\Service\AllowUnencrypted' -Value $true
 Set-Item -Path 'WSMan:\localhost\MaxTimeoutms' -Value 1800000
 Set-Item -Path 'WSMan:\localhost\Shell\MaxMemoryPerShellMB' -Value 2048
-New-ItemProperty -Path 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Policies\System' `
-    -Name 'LocalAccountTokenFilterPolicy' -Value 1 -PropertyType DWord -Force | Out-Null
+
+$sddl = (Get-Item -Path 'WSMan:\localhost\Service\RootSDDL').Value
+$descriptor = New-Object System.Security.AccessControl.CommonSecurityDescriptor($false, $false, $sddl)
+$remoteManagementUsers = New-Object System.Security.Principal.SecurityIdentifier('S-1-5-32-580')
+# GENERIC_EXECUTE | GENERIC_READ, the rights the default SDDL gives Interactive users: (A;;GXGR;;;RM)
+$executeAndRead = [int]0x20000000 -bor [int]0x80000000
+$descriptor.DiscretionaryAcl.AddAccess('Allow', $remoteManagementUsers, $executeAndRead, 'None', 'None')
+Set-Item -Path 'WSMan:\localhost\Service\RootSDDL' -Value $descriptor.GetSddlForm('All') -Force
+
+$policies = 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Policies\System'
+New-ItemProperty -Path $policies -Name 'LocalAccountTokenFilterPolicy' -Value 1 -PropertyType DWord -Force | Out-Null
 $rule = Get-NetFirewallRule -Name 'WINRM-HTTP-In-TCP' -ErrorAction SilentlyContinue
 if ($null -ne $rule) {
     Set-NetFirewallRule -Name 'WINRM-HTTP-In-TCP' -Profile Any -RemoteAddress Any
@@ -24,5 +43,8 @@ else {
     New-NetFirewallRule -Name 'cu-run-winrm' -DisplayName 'cu-run WinRM' -Direction Inbound `
         -Protocol TCP -LocalPort 5985 -Action Allow -Profile Any | Out-Null
 }
-Set-Service -Name WinRM -StartupType Automatic
-Restart-Service -Name WinRM
+# Automatic, without the delay: WinRM answers as soon as the service control manager starts it.
+& sc.exe config WinRM start= auto | Out-Null
+if ($LASTEXITCODE -ne 0) {
+    throw "sc.exe config WinRM start= auto exited $LASTEXITCODE"
+}
