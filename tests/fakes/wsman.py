@@ -1,6 +1,14 @@
 """FakeWsmanServer: a loopback HTTP server speaking the WS-Management exchange pywinrm
 performs (shell Create, Command, Receive, Signal, Delete), for testing WinRmShell.
 
+It speaks what the image's WinRM service speaks: NTLM (a pyspnego acceptor, per HTTP
+connection, as NTLM is) with message encryption (MS-WSMV's multipart/encrypted, sealed with
+that connection's session keys); Basic only when a test asks for it (the image turns it off).
+It admits a shell as Windows does, by the service's RootSDDL: an administrator, or a member
+of a group the SDDL grants execute to. Windows' default SDDL admits Administrators only (its
+Interactive entry never matches a network logon), so a standard user gets fault 5,
+"Access is denied", unless the image adds Remote Management Users (provisioned_sddl()).
+
 It stands in for a Windows guest's WinRM service at the narrowest seam: the SOAP over
 HTTP. What a Windows guest would *do* is scripted: the transfer steps WinRmShell sends
 (Set-Content / Add-Content of base64 chunks, the decode, Remove-Item, ReadAllBytes) act
@@ -12,17 +20,51 @@ back whatever bytes, exit code or stall it chooses.
 from __future__ import annotations
 
 import base64
+import os
 import re
+import struct
+import tempfile
 import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import spnego
 
 NS = {"s": "http://www.w3.org/2003/05/soap-envelope", "a": "http://schemas.xmlsoap.org/ws/2004/08/addressing",
       "w": "http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd", "rsp": "http://schemas.microsoft.com/wbem/wsman/1/windows/shell"}
 SHELL = "http://schemas.microsoft.com/wbem/wsman/1/windows/shell"
+ENCRYPTED = "application/HTTP-SPNEGO-session-encrypted"
+BOUNDARY = b"--Encrypted Boundary"
+# Windows' default WinRM RootSDDL: full access for Administrators, read for Interactive users.
+DEFAULT_ROOT_SDDL = "O:NSG:BAD:P(A;;GA;;;BA)(A;;GR;;;IU)S:P(AU;FA;GA;;;WD)(AU;SA;GXGW;;;WD)"
+GROUP_ALIASES = {"BA": "Administrators", "RM": "Remote Management Users", "IU": "Interactive"}
+ENABLE_WINRM = Path(__file__).resolve().parents[2] / "packer" / "windows-11" / "setup" / "enable-winrm.ps1"
+
+
+def provisioned_sddl(script: Path = ENABLE_WINRM) -> str:
+    """The RootSDDL a guest has once SCRIPT ran: the default, plus execute and read for Remote
+    Management Users where the script adds exactly that ACE (S-1-5-32-580, GENERIC_EXECUTE |
+    GENERIC_READ) through the security descriptor. Read from the real script, so a test of the
+    user channel fails when the script stops admitting the desktop user."""
+    text = script.read_text()
+    adds = ("'S-1-5-32-580'" in text and "0x20000000" in text and "0x80000000" in text
+            and "DiscretionaryAcl.AddAccess('Allow', $remoteManagementUsers, $executeAndRead" in text
+            and "RootSDDL' -Value $descriptor.GetSddlForm('All')" in text)
+    return DEFAULT_ROOT_SDDL.replace("S:P", "(A;;GXGR;;;RM)S:P") if adds else DEFAULT_ROOT_SDDL
+
+
+def sddl_admits(sddl: str, groups: set[str]) -> bool:
+    """Whether the DACL of SDDL grants execute (GA or GX) to one of GROUPS (a network logon:
+    never Interactive)."""
+    dacl = sddl.split("D:", 1)[1].split("S:", 1)[0]
+    for kind, rights, sid in re.findall(r"\((A|D);[^;]*;([^;]*);[^;]*;[^;]*;([^)]*)\)", dacl):
+        if kind == "A" and ("GA" in rights or "GX" in rights) and GROUP_ALIASES.get(sid) in groups:
+            return True
+    return False
 
 
 @dataclass
@@ -42,9 +84,15 @@ class _Command:
 @dataclass
 class FakeWsmanServer:
     handler: object = None  # callable(script_text) -> Reply, for `powershell -File`
-    user: str = "cu"
+    user: str = "cu"  # the account Basic admits; with NTLM, every one of ACCOUNTS
     password: str = "secret"
+    auth: str = "ntlm"  # or "basic"
+    accounts: dict[str, str] = field(default_factory=lambda: {"cu": "secret"})
+    groups: dict[str, set[str]] = field(default_factory=lambda: {"cu": {"Administrators"}})
+    root_sddl: str = DEFAULT_ROOT_SDDL
     fail_first: list[int] = field(default_factory=list)  # HTTP statuses for the first requests
+    encrypted_requests: int = 0  # SOAP messages that arrived sealed
+    plain_requests: int = 0
     files: dict[str, bytes] = field(default_factory=dict)
     actions: list[str] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)  # every script run with -File, as decoded text
@@ -53,19 +101,82 @@ class FakeWsmanServer:
     def __post_init__(self) -> None:
         self._commands: dict[str, _Command] = {}
         self._lock = threading.Lock()
+        # pyspnego's NTLM acceptor reads its accounts from the file NTLM_USER_FILE names, when a
+        # client authenticates: set for the fake's life, restored by close().
+        self._user_file = tempfile.NamedTemporaryFile("w", prefix="fake-wsman-", suffix=".ntlm", delete=False)
+        # No domain: a local account, as the runner names it (user, not DOMAIN\\user).
+        self._user_file.write("".join(f":{u}:{p}\n" for u, p in self.accounts.items()))
+        self._user_file.close()
+        self._previous_user_file = os.environ.get("NTLM_USER_FILE")
+        os.environ["NTLM_USER_FILE"] = self._user_file.name
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # NTLM authenticates a connection: it must stay open
+
             def log_message(self, *args):
                 pass
 
+            def setup(self):
+                super().setup()
+                self.ntlm = None  # this connection's acceptor
+                self.principal = None  # who this connection authenticated as
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status, text = fake._answer(self.headers.get("Authorization", ""), body)
+                with fake._lock:
+                    if fake.fail_first:
+                        return self._send(fake.fail_first.pop(0), b"service starting", "text/plain")
+                if fake.auth == "basic":
+                    return self._soap(fake._basic_user(self.headers.get("Authorization", "")), body)
+                if self.principal is None and not self._authenticate(body):
+                    return None
+                self._soap(self.principal, body)
+
+            def _authenticate(self, body: bytes) -> bool:
+                """One NTLM leg; True once this request is authenticated (and should be answered)."""
+                scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+                if scheme not in ("Negotiate", "NTLM") or not token:
+                    self._send(401, b"", "text/plain", {"WWW-Authenticate": "Negotiate"})
+                    return False
+                if self.ntlm is None:
+                    self.ntlm = spnego.server(protocol="ntlm")
+                try:
+                    out = self.ntlm.step(base64.b64decode(token))
+                except spnego.exceptions.SpnegoError:
+                    self.ntlm = None
+                    self._send(401, b"", "text/plain")
+                    return False
+                if not self.ntlm.complete:
+                    self._send(401, b"", "text/plain", {"WWW-Authenticate": f"{scheme} {base64.b64encode(out).decode()}"})
+                    return False
+                self.principal = self.ntlm.client_principal.split("\\")[-1]
+                return True
+
+            def _soap(self, user: str | None, body: bytes) -> None:
+                if user is None:
+                    return self._send(401, b"", "text/plain")
+                sealed = self.headers.get("Content-Type", "").startswith("multipart/encrypted")
+                if sealed:
+                    body = fake._unseal(self.ntlm, body)
+                    fake.encrypted_requests += 1
+                elif body:
+                    fake.plain_requests += 1
+                if not body:  # pywinrm's blank POST that sets up the security context
+                    return self._send(200, b"", "application/soap+xml;charset=UTF-8")
+                status, text = fake._answer(user, body)
                 data = text.encode()
+                if sealed:
+                    return self._send(status, fake._seal(self.ntlm, data),
+                                      f'multipart/encrypted;protocol="{ENCRYPTED}";boundary="Encrypted Boundary"')
+                self._send(status, data, "application/soap+xml;charset=UTF-8")
+
+            def _send(self, status: int, data: bytes, content_type: str, headers: dict | None = None) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/soap+xml;charset=UTF-8")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -76,22 +187,51 @@ class FakeWsmanServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self._previous_user_file is None:
+            os.environ.pop("NTLM_USER_FILE", None)
+        else:
+            os.environ["NTLM_USER_FILE"] = self._previous_user_file
+        os.unlink(self._user_file.name)
+
+    # -- authentication and sealing
+
+    def _basic_user(self, auth: str) -> str | None:
+        expected = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return self.user if auth == expected else None
+
+    @staticmethod
+    def _unseal(ntlm, body: bytes) -> bytes:
+        """MS-WSMV 2.2.9.1.1: the part after the octet-stream header is a 4-byte signature
+        length, the signature, then the sealed message; its declared length is checked."""
+        parts = [p for p in body.split(BOUNDARY + b"\r\n") if p]
+        header, payload = parts[0], parts[1]
+        length = int(re.search(rb"Length=(\d+)", header).group(1))
+        payload = payload.removesuffix(BOUNDARY + b"--\r\n").replace(b"\tContent-Type: application/octet-stream\r\n", b"")
+        (signature_length,) = struct.unpack("<i", payload[:4])
+        message = ntlm.unwrap_winrm(payload[4:4 + signature_length], payload[4 + signature_length:])
+        assert len(message) == length, "the sealed message's length does not match its header"
+        return message
+
+    @staticmethod
+    def _seal(ntlm, data: bytes) -> bytes:
+        wrapped = ntlm.wrap_winrm(data)
+        return (BOUNDARY + b"\r\n\tContent-Type: " + ENCRYPTED.encode() + b"\r\n"
+                b"\tOriginalContent: type=application/soap+xml;charset=UTF-8;Length=" + str(len(data)).encode() + b"\r\n"
+                + BOUNDARY + b"\r\n\tContent-Type: application/octet-stream\r\n"
+                + struct.pack("<i", len(wrapped.header)) + wrapped.header + wrapped.data + BOUNDARY + b"--\r\n")
 
     # -- the exchange
 
-    def _answer(self, auth: str, body: bytes) -> tuple[int, str]:
-        with self._lock:
-            if self.fail_first:
-                return self.fail_first.pop(0), "service starting"
-        expected = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        if auth != expected:
-            return 401, ""
+    def _answer(self, user: str, body: bytes) -> tuple[int, str]:
         root = ET.fromstring(body)
         action = root.findtext(".//a:Action", namespaces=NS) or ""
         message_id = root.findtext(".//a:MessageID", namespaces=NS) or ""
         name = action.rsplit("/", 1)[-1]
         self.actions.append(name)
         if name == "Create":
+            groups = self.groups.get(user, set())
+            if "Administrators" not in groups and not sddl_admits(self.root_sddl, groups):
+                return 500, _fault(5, "Access is denied.")
             return 200, _envelope(f"<w:SelectorSet><w:Selector Name='ShellId'>{uuid.uuid4()}</w:Selector></w:SelectorSet>",
                                   message_id)
         if name == "Command":

@@ -5,7 +5,7 @@ import time
 import pytest
 import requests
 from winrm.exceptions import InvalidCredentialsError, WinRMOperationTimeoutError, WinRMTransportError
-from fakes.wsman import FakeWsmanServer, Reply
+from fakes.wsman import DEFAULT_ROOT_SDDL, ENABLE_WINRM, FakeWsmanServer, Reply, provisioned_sddl, sddl_admits
 
 from runner.errors import CommandTimeout, GuestUnreachable
 from runner.guest.winrm import CHUNK_CHARS, WinRmShell, decode_clixml, is_transient_winrm_error
@@ -19,7 +19,7 @@ def server():
 
 
 def shell_for(server, password="secret"):
-    return WinRmShell("127.0.0.1", server.port, "cu", password, transport="basic")
+    return WinRmShell("127.0.0.1", server.port, "cu", password)  # NTLM with message encryption, as production
 
 
 def test_a_long_script_travels_by_upload_byte_for_byte(server):
@@ -193,3 +193,51 @@ def test_the_powershell_verdict_helper_and_its_read_back_parse():
     for text in (profile.verdict_helper(record) + "Verdict fail 'x y'\r\n", profile.verdict_read_script(record),
                  profile.verdict_trailer(record, "cu-run-verdict-00")):
         assert powershell_errors(text.encode()) == [], text
+
+
+# -- the production transport and the service's RootSDDL
+
+def production_server(root_sddl):
+    """The accounts of a built image: the desktop user is a standard user in Remote Management
+    Users, the verifier account an administrator."""
+    return FakeWsmanServer(accounts={"cu": "user-pw", "cu-verify": "admin-pw"}, root_sddl=root_sddl,
+                           groups={"cu": {"Users", "Remote Management Users"}, "cu-verify": {"Administrators"}})
+
+
+def test_every_message_travels_sealed_over_ntlm(server):
+    shell_for(server).run("Write-Output hello")
+    assert server.encrypted_requests > 0 and server.plain_requests == 0
+
+
+def test_the_desktop_user_opens_its_shell_when_the_image_admits_remote_management_users():
+    server = production_server(provisioned_sddl())
+    server.handler = lambda text: Reply(b"from the user's shell\r\n")
+    try:
+        shell = WinRmShell("127.0.0.1", server.port, "cu", "user-pw")
+        shell.wait_ready(timeout=20)
+        assert shell.run("Write-Output x").stdout == "from the user's shell\r\n"
+    finally:
+        server.close()
+
+
+def test_windows_default_sddl_refuses_the_desktop_user_and_says_why_at_once():
+    server = production_server(DEFAULT_ROOT_SDDL)
+    try:
+        started = time.monotonic()
+        with pytest.raises(GuestUnreachable) as refused:
+            WinRmShell("127.0.0.1", server.port, "cu", "user-pw").wait_ready(timeout=60)
+        assert "not allowed by the guest's WinRM SDDL" in refused.value.message
+        assert time.monotonic() - started < 10
+        WinRmShell("127.0.0.1", server.port, "cu-verify", "admin-pw").wait_ready(timeout=20)  # the admin is admitted
+    finally:
+        server.close()
+
+
+def test_the_fakes_provisioned_sddl_comes_from_the_real_script(tmp_path):
+    text = ENABLE_WINRM.read_text()
+    assert "(A;;GXGR;;;RM)" in provisioned_sddl()
+    stripped = tmp_path / "enable-winrm.ps1"
+    stripped.write_text(text.replace("$descriptor.DiscretionaryAcl.AddAccess", "# removed: "))
+    assert provisioned_sddl(stripped) == DEFAULT_ROOT_SDDL
+    assert sddl_admits(provisioned_sddl(), {"Remote Management Users"})
+    assert not sddl_admits(DEFAULT_ROOT_SDDL, {"Remote Management Users"})
