@@ -1,0 +1,120 @@
+"""The real Packer template, booted under TCG with a stand-in EFI ISO, as far as a host with no
+Windows media goes: Debian's packer runs windows-11.pkr.hcl with the variables cu-run passes.
+
+The stand-in (grub-mkrescue, from Debian's packages) plays Windows' "Press any key to boot from
+CD or DVD": it waits for a key, and turns its screen green once one arrives. The test checks:
+- QEMU's arguments: the build VM's network is QEMU user mode with restrict=on and only the
+  WinRM forward on 127.0.0.1, and packer still gives it its NIC;
+- the setup CD's layout: the answer file and enable-winrm.ps1 at its root, the drivers in
+  $WinPEDriver$ (Joliet keeps the name);
+- OVMF's boot order and the boot keys: the CD booted, and packer's keys reached it (green);
+- the configured WinRM wait: packer gives up after it and says what it waited for, leaving
+  no QEMU behind.
+About 1.5 minutes (most of it the WinRM wait): the full tier."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.images.windows_11 import DRIVERS_FOLDER, TEMPLATE_DIR, WindowsInputs, packer_argv, packer_vars, \
+    write_autounattend
+from runner.display.vnc import VncDisplay
+from runner.screen import color_fraction
+
+pytestmark = pytest.mark.full
+
+GRUB_CFG = """insmod all_video
+insmod gfxterm
+loadfont unicode
+terminal_output gfxterm
+background_color 0,0,0
+clear
+echo "Press any key to boot from CD or DVD"
+read key
+background_color 0,160,0
+clear
+echo "keys arrived"
+sleep 3600
+"""
+GREEN = "#00a000"
+
+
+def stand_in_windows_iso(folder: Path) -> Path:
+    tree = folder / "iso" / "boot" / "grub"
+    tree.mkdir(parents=True)
+    (tree / "grub.cfg").write_text(GRUB_CFG)
+    iso = folder / "standin.iso"
+    subprocess.run(["grub-mkrescue", "-o", str(iso), str(folder / "iso")], check=True, capture_output=True)
+    return iso
+
+
+def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = re.search(pattern, log.read_text(errors="replace"))
+        if match:
+            return match
+        assert process.poll() is None, f"packer ended early:\n{log.read_text()[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"no {pattern!r} in packer's log within {timeout:.0f} s")
+
+
+def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_path):
+    iso = stand_in_windows_iso(tmp_path)
+    work = tmp_path / "work"
+    (work / DRIVERS_FOLDER / "viostor").mkdir(parents=True)
+    (work / DRIVERS_FOLDER / "viostor" / "viostor.inf").write_text("[Version]\n")
+    write_autounattend(work / "autounattend.xml", "pw")
+    shutil.copy("/usr/share/OVMF/OVMF_VARS_4M.fd", work / "OVMF_VARS.fd")
+    installer = tmp_path / "python-3.13.1-amd64.exe"
+    installer.write_bytes(b"stand-in")
+    inputs = WindowsInputs(iso=iso, virtio_iso=iso, python_installer=installer, accel="tcg", winrm_timeout="1m",
+                           memory_mib=512, cpus=1, disk_size="1G")
+    variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw",
+                            hashlib.sha256(iso.read_bytes()).hexdigest(), "vpw")
+    log = tmp_path / "packer.log"
+    env = dict(os.environ, PACKER_LOG="1", CHECKPOINT_DISABLE="1", PACKER_NO_COLOR="1",
+               PACKER_CACHE_DIR=str(tmp_path / "cache"))
+    with log.open("w") as out:
+        packer = subprocess.Popen(packer_argv("packer", "build", variables), stdout=out, stderr=subprocess.STDOUT,
+                                  cwd=TEMPLATE_DIR, env=env)
+    try:
+        command = wait_for_line(log, r"Executing /usr/bin/qemu-system-x86_64: \[\]string\{(.*)\}", packer, 120)
+        args = json.loads("[" + command.group(1) + "]")
+        netdev = args[args.index("-netdev") + 1]
+        assert netdev.startswith("user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:") and netdev.endswith("-:5985")
+        assert "virtio-net,netdev=user.0" in args
+        cds = [a.split("=", 1)[1].split(",")[0] for a in args if a.endswith(",media=cdrom")]
+        assert cds[0] == str(iso) and ["-boot", "once=d"] == args[args.index("-boot"):args.index("-boot") + 2]
+        listed = subprocess.run(["xorriso", "-indev", cds[1], "-find", "/"], capture_output=True, text=True).stdout
+        for path in ("'/autounattend.xml'", "'/enable-winrm.ps1'", f"'/{DRIVERS_FOLDER}/viostor/viostor.inf'"):
+            assert path in listed, listed
+
+        vnc = wait_for_line(log, r"vnc://127\.0\.0\.1:(\d+)", packer, 30)
+        display = VncDisplay("127.0.0.1", 5900 + int(vnc.group(1)))
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if color_fraction(display.screenshot(), GREEN, 24) > 0.9:
+                    break  # the CD booted, and a boot key reached its prompt
+                assert time.monotonic() < deadline, "packer's boot keys never reached the CD's prompt"
+                time.sleep(2)
+        finally:
+            display.close()
+
+        assert packer.wait(timeout=240) != 0
+        text = log.read_text(errors="replace")
+        assert "Waiting for WinRM, up to timeout: 1m0s" in text and "Timeout waiting for WinRM." in text
+        assert not (work / "output" / "disk.qcow2").exists()
+        assert subprocess.run(["pgrep", "-f", f"file={iso},media=cdrom"], capture_output=True).returncode == 1
+    finally:
+        if packer.poll() is None:
+            packer.kill()
+            packer.wait()
