@@ -31,12 +31,65 @@ class Check:
     fix: str = ""
 
 
-def run_checks(settings: Settings) -> list[Check]:
+def run_checks(settings: Settings, windows_iso: Path | None = None, virtio_iso: Path | None = None) -> list[Check]:
     accel = _accel(settings)
     checks = [_qemu(), _libvirt(settings.libvirt_uri), _kvm_device(), accel, _disk(settings.cache_dir)]
     checks += [_catalog(settings), _build_tools()]
     checks += _capacity(settings, "kvm" if accel.status == "ok" else "tcg")
     checks += _licences(settings)
+    checks += windows_checks(windows_iso, virtio_iso)
+    return checks
+
+
+def windows_checks(windows_iso: Path | None, virtio_iso: Path | None) -> list[Check]:
+    """What a Windows build needs from this host and its media: OVMF (and whether its secure-boot
+    variable store is there), no TPM needed, and, when given, the ISO's editions and the
+    virtio-win ISO's Windows 11 drivers."""
+    from runner.images.windows_11 import OVMF_CANDIDATES, VIRTIO_DRIVERS, virtio_layout
+    from runner.images.windows_media import choose_edition, iso_editions
+
+    checks = []
+    ovmf = next(((c, v) for c, v in OVMF_CANDIDATES if Path(c).is_file() and Path(v).is_file()), None)
+    if ovmf is None:
+        checks.append(Check("windows: OVMF", "fail", "no OVMF_CODE/OVMF_VARS pair found", "apt install ovmf"))
+    else:
+        secure = [p for p in ("/usr/share/OVMF/OVMF_VARS_4M.ms.fd", "/usr/share/OVMF/OVMF_VARS.ms.fd") if Path(p).is_file()]
+        checks.append(Check("windows: OVMF", "ok", f"{ovmf[0]} with {ovmf[1]}; secure-boot variables "
+                            f"{'at ' + secure[0] if secure else 'absent'} (not needed: the answer file bypasses the "
+                            "Secure Boot check)"))
+    checks.append(Check("windows: TPM", "ok", "no swtpm needed: the answer file bypasses the TPM check (LabConfig), "
+                        "so clones carry no TPM state"))
+    for flag, given in (("--windows-iso", windows_iso), ("--virtio-iso", virtio_iso)):
+        if given is not None and not given.is_file():
+            checks.append(Check("windows: media", "fail", f"{flag} {given} does not exist", "give the ISO's path"))
+    windows_iso = windows_iso if windows_iso is not None and windows_iso.is_file() else None
+    virtio_iso = virtio_iso if virtio_iso is not None and virtio_iso.is_file() else None
+    xorriso = shutil.which("xorriso")
+    if (windows_iso or virtio_iso) and xorriso is None:
+        return checks + [Check("windows: media", "fail", "xorriso is missing: it reads the ISOs", "apt install xorriso")]
+    if windows_iso is not None and xorriso is not None:
+        try:
+            editions = iso_editions(xorriso, windows_iso)
+            listed = "; ".join(f"{e.index}: {e.name}" for e in editions)
+            try:
+                chosen = choose_edition(editions, None, None)
+                checks.append(Check("windows: ISO editions", "ok", f"{listed}; the build installs {chosen.edition.name} "
+                                    f"({chosen.why})"))
+            except CuRunError as exc:
+                checks.append(Check("windows: ISO editions", "warn", f"{listed}: {exc.message}", exc.fix or ""))
+        except CuRunError as exc:
+            checks.append(Check("windows: ISO editions", "fail", exc.message, "use a Windows 11 installation ISO"))
+    if virtio_iso is not None and xorriso is not None:
+        layout = virtio_layout(xorriso, virtio_iso)
+        shown = ", ".join(f"{d}/{v or 'none'}" for d, v in layout.items())
+        essential = ("viostor", "NetKVM")
+        if any(layout[d] is None for d in essential):
+            checks.append(Check("windows: virtio drivers", "fail", shown,
+                                "use a virtio-win ISO (0.1.240 or later) with viostor and NetKVM for w11/amd64"))
+        elif any(v != "w11" for v in layout.values()) or len(layout) != len(VIRTIO_DRIVERS):
+            checks.append(Check("windows: virtio drivers", "warn", shown, "a newer virtio-win ISO has w11 drivers"))
+        else:
+            checks.append(Check("windows: virtio drivers", "ok", shown))
     return checks
 
 

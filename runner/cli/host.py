@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from pathlib import Path
+
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -27,13 +29,20 @@ def version() -> None:
 
 
 @app.command()
-def doctor(cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None) -> None:
+def doctor(
+    cache_dir: CacheDir = None,
+    libvirt_uri: LibvirtUri = None,
+    windows_iso: Annotated[Path | None, typer.Option(
+        "--windows-iso", help="also read this Windows 11 ISO's editions, as image build would")] = None,
+    virtio_iso: Annotated[Path | None, typer.Option(
+        "--virtio-iso", help="also check this virtio-win ISO for the Windows 11 drivers")] = None,
+) -> None:
     """Check that this host can run episodes; say how to fix what is missing."""
     from runner.doctor import run_checks
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with err.status("checking (the KVM probe boots a kernel; up to ~12 s)"):
-        checks = run_checks(settings)
+        checks = run_checks(settings, windows_iso, virtio_iso)
     table = Table("check", "status", "detail", "fix")
     style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
     for c in checks:

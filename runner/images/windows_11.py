@@ -263,6 +263,16 @@ def _make_writable(tree: Path) -> None:
             path.chmod(path.stat().st_mode | 0o700 if path.is_dir() else path.stat().st_mode | 0o600)
 
 
+def virtio_layout(xorriso: str, virtio_iso: Path) -> dict[str, str | None]:
+    """Which Windows version folder (w11, else w10) each driver of VIRTIO_DRIVERS has for amd64
+    on the virtio-win ISO; None where it has neither. One listing, nothing extracted."""
+    listed = subprocess.run([xorriso, "-indev", str(virtio_iso), "-find", "/", "-type", "d", "-name", "amd64"],
+                            capture_output=True, text=True, timeout=120).stdout
+    folders = {line.strip().strip("'") for line in listed.splitlines()}
+    return {driver: next((v for v in ("w11", "w10") if f"/{driver}/{v}/amd64" in folders), None)
+            for driver in VIRTIO_DRIVERS}
+
+
 def template_hash() -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in TEMPLATE_DIR.rglob("*") if p.is_file()):

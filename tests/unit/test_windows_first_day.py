@@ -237,3 +237,36 @@ def test_a_shell_refused_by_the_sddl_says_so_and_not_that_the_credentials_are_wr
         shell.wait_ready(5)
     assert "refused cu a shell" in refused.value.message and "credentials" not in refused.value.message
     assert "image build windows-11" in refused.value.fix
+
+
+# -- the first hour: doctor on the lab's media
+
+def make_virtio_iso(tmp_path, folders):
+    root = tmp_path / "virtio-root"
+    for folder in folders:
+        (root / folder).mkdir(parents=True)
+        (root / folder / "driver.inf").write_text("[Version]\n")
+    iso = tmp_path / "virtio-win.iso"
+    subprocess.run(["xorriso", "-as", "mkisofs", "-quiet", "-J", "-R", "-o", str(iso), str(root)], check=True,
+                   capture_output=True)
+    return iso
+
+
+def test_doctor_reads_the_lab_s_media_and_says_what_the_build_would_install(tmp_path):
+    from runner.doctor import windows_checks
+
+    windows = make_windows_iso(tmp_path, RETAIL)
+    virtio = make_virtio_iso(tmp_path, ["viostor/w11/amd64", "NetKVM/w11/amd64", "vioinput/w10/amd64",
+                                        "vioscsi/w11/amd64", "Balloon/w11/amd64"])
+    checks = {c.name: c for c in windows_checks(windows, virtio)}
+    assert checks["windows: OVMF"].status == "ok" and checks["windows: TPM"].status == "ok"
+    assert checks["windows: ISO editions"].status == "ok" and "installs Windows 11 Pro" in checks["windows: ISO editions"].detail
+    virtio_check = checks["windows: virtio drivers"]
+    assert virtio_check.status == "warn" and "vioinput/w10" in virtio_check.detail
+
+    (tmp_path / "bare").mkdir()
+    bare = make_virtio_iso(tmp_path / "bare", ["vioinput/w11/amd64"])
+    (failed,) = [c for c in windows_checks(None, bare) if c.name == "windows: virtio drivers"]
+    assert failed.status == "fail" and "viostor/none" in failed.detail
+    (missing,) = windows_checks(tmp_path / "no.iso", None)[2:]
+    assert missing.status == "fail" and "--windows-iso" in missing.detail and "does not exist" in missing.detail
