@@ -65,7 +65,71 @@ def run_selfcheck(vm: EpisodeVM, out: Path | None = None) -> list[CheckResult]:
                                   click_at=None if guest.desktop_probe is None else guest.desktop_probe.empty_point,
                                   pointer=lambda: _guest_pointer(vm), out=out)
     results.append(_checked("typing", lambda: check_typing(vm, out)))
-    return results
+    return results + run_first_day_checks(vm)
+
+
+def run_first_day_checks(vm: EpisodeVM) -> list[CheckResult]:
+    """What a lab's first day needs to know about its image, each a check with its figure: how long
+    the guest took to answer after its start, one round trip on each channel, the screen as the
+    guest draws it, the desktop check's answer, and the desktop profile's size with the time the
+    hand-home step takes over it (each episode runs that step within ADMIN_STEP_TIMEOUT)."""
+    return [_checked("shell after start", lambda: _shell_after_start(vm)),
+            _checked("user shell round trip", lambda: _round_trip(vm.shell)),
+            _checked("admin shell round trip", lambda: _round_trip(vm.admin_shell)),
+            _checked("screen size", lambda: _screen_size(vm)),
+            _checked("desktop ready check", lambda: _desktop_ready(vm)),
+            _checked("desktop profile", lambda: _profile_scale(vm))]
+
+
+def _shell_after_start(vm: EpisodeVM) -> str:
+    phases = vm.timings.phases
+    started = "restore" if "restore" in phases else "domain_start"
+    return (f"the shell answered {phases.get('shell_ready', 0):.1f} s after the VM's "
+            f"{'restore' if started == 'restore' else 'start'} ({phases.get(started, 0):.1f} s)")
+
+
+def _round_trip(shell: GuestShell) -> str:
+    started = time.monotonic()
+    result = shell.run("exit 0", timeout=60)
+    if not result.ok:
+        raise CheckFailed(f"a command that does nothing exited {result.exit_code}: {result.stderr.strip()[-200:]}")
+    return f"{time.monotonic() - started:.2f} s for a command that does nothing"
+
+
+def _screen_size(vm: EpisodeVM) -> str:
+    size = png_size(vm.display.screenshot())
+    wanted = (vm.image.manifest.screen.width, vm.image.manifest.screen.height)
+    if size != wanted:
+        raise CheckFailed(f"the guest draws {size[0]}x{size[1]}; the image manifest says {wanted[0]}x{wanted[1]}")
+    return f"{size[0]}x{size[1]}, as the manifest says"
+
+
+def _desktop_ready(vm: EpisodeVM) -> str:
+    check = vm.image.manifest.desktop_ready_check
+    if check is None:
+        raise Skipped("the image has no desktop-ready check")
+    result = vm.shell.run(check, timeout=60)
+    if not result.ok:
+        raise CheckFailed(f"exited {result.exit_code} on a desktop that is up: {result.stderr.strip()[-200:]}")
+    return "exits 0 as the desktop user"
+
+
+def _profile_scale(vm: EpisodeVM) -> str:
+    from runner.tasks.scripts import ADMIN_STEP_TIMEOUT
+
+    guest, user = vm.image.manifest.guest, vm.desktop_user
+    counted = vm.admin_shell.run(guest.count_items_script(user.home), timeout=300)
+    if not counted.ok or not counted.stdout.strip().isdigit():
+        raise CheckFailed(f"could not count the items of {user.home}: {counted.stderr.strip()[-200:]}")
+    started = time.monotonic()
+    handed = vm.admin_shell.run(guest.hand_home_script(user), timeout=ADMIN_STEP_TIMEOUT)
+    took = time.monotonic() - started
+    if not handed.ok:
+        raise CheckFailed(f"the hand-home step failed after {took:.1f} s: {handed.stderr.strip()[-200:]}")
+    detail = f"{counted.stdout.strip()} items in {user.home}; hand-home took {took:.1f} s of its {ADMIN_STEP_TIMEOUT:.0f} s"
+    if took > ADMIN_STEP_TIMEOUT / 2:
+        raise CheckFailed(detail + ": too close to the limit")
+    return detail
 
 
 def run_shell_checks(shell: GuestShell, guest: GuestProfile) -> list[CheckResult]:

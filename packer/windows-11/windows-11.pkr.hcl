@@ -90,6 +90,16 @@ variable "screen_height" {
   type    = number
   default = 800
 }
+variable "winrm_host_port" {
+  type        = number
+  default     = 5995
+  description = "the host port forwarded to the guest's WinRM: cu-run copies setup's logs through it"
+}
+variable "serial_log" {
+  type        = string
+  default     = "/dev/null"
+  description = "where the build VM's serial port writes (kept when a build fails)"
+}
 variable "winrm_timeout" {
   type        = string
   default     = "2h"
@@ -115,6 +125,8 @@ source "qemu" "windows-11" {
   net_device       = "virtio-net"
   headless         = true
   vnc_bind_address = "127.0.0.1"
+  host_port_min    = var.winrm_host_port
+  host_port_max    = var.winrm_host_port
 
   # The answer file, the first-logon script and the virtio drivers ride on a CD labelled
   # CUSETUP; Windows Setup finds autounattend.xml at the root of any removable medium.
@@ -131,6 +143,7 @@ source "qemu" "windows-11" {
     # Update, the Store and Edge download during setup, and two builds would differ. A -netdev
     # here replaces packer's own; packer still adds the virtio-net device that uses it.
     ["-netdev", "user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:{{ .SSHHostPort }}-:5985"],
+    ["-serial", "file:${var.serial_log}"],
   ]
 
   # "Press any key to boot from CD or DVD" shows for a few seconds, and when it comes depends on

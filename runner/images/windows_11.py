@@ -41,7 +41,11 @@ from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile
 from runner.images.linux_images import run_logged
+from runner.display.vnc import VncDisplay
+from runner.guest.winrm import WinRmShell
 from runner.images.scratch import scratch_then_rename
+from runner.images.windows_build_watch import BuildWatch, fetch_panther_logs
+from runner.net import free_port
 from runner.images.windows_media import EditionChoice, choose_edition, iso_editions
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
@@ -182,9 +186,11 @@ def qemu_plugin_installed(packer: str) -> bool:
 
 
 def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, password: str, iso_sha256: str,
-                verifier_password: str) -> dict:
+                verifier_password: str, winrm_port: int = 5995) -> dict:
     """The -var values the template takes: one place, checked against the template by
-    `packer validate` in the tests."""
+    `packer validate` in the tests. WINRM_PORT: the host's end of the build VM's WinRM forward.
+    (The VNC port is packer's choice, read from its output: packer 1.6.6 given a one-port VNC
+    range passes display 0 to QEMU whatever the port.)"""
     return {
         "iso_path": str(inputs.iso.resolve()),
         "iso_sha256": iso_sha256,
@@ -207,6 +213,8 @@ def packer_vars(inputs: WindowsInputs, work: Path, tools_ovmf_code: str, passwor
         "screen_width": str(SCREEN.width),
         "screen_height": str(SCREEN.height),
         "winrm_timeout": inputs.winrm_timeout,
+        "winrm_host_port": str(winrm_port),
+        "serial_log": str(work / "serial.log"),
     }
 
 
@@ -286,13 +294,7 @@ def build_windows_image(catalog: Catalog, name: str, inputs: WindowsInputs, *, p
     iso_sha256 = inputs.iso_sha256 or _hash_with_progress(inputs.iso, progress)
     started = time.monotonic()
     with scratch_then_rename(catalog.folder(name), catalog.root / f".build-{name}-{os.getpid()}") as work:
-        try:
-            _build_into(work, name, inputs, tools, password, iso_sha256, started, progress)
-        except BaseException:
-            log = work / "packer.log"
-            if log.exists():
-                shutil.copy(log, catalog.root / f".build-{name}.failed.log")
-            raise
+        _build_into(work, name, inputs, tools, password, iso_sha256, started, progress)
     return catalog.get(name)
 
 
@@ -305,8 +307,21 @@ def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, pass
     progress(f"drivers: {', '.join(drivers)}")
     write_autounattend(work / "autounattend.xml", password, tools.edition)
     verifier_password = secrets.token_urlsafe(18)
-    variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password)
-    _run_packer(packer_argv(tools.packer, "build", variables), work, progress)
+    winrm_port = free_port()
+    variables = packer_vars(inputs, work, tools.ovmf_code, password, iso_sha256, verifier_password, winrm_port)
+    watch = BuildWatch(work, progress, open_screen=lambda port: VncDisplay("127.0.0.1", port),
+                       fetch_panther=lambda dest: fetch_panther_logs(
+                           WinRmShell("127.0.0.1", winrm_port, USER, password), dest))
+    progress(f"packer: WinRM is waited for up to {inputs.winrm_timeout} (--winrm-timeout); the build VM's screen "
+             "is captured every minute")
+    try:
+        _run_packer(packer_argv(tools.packer, "build", variables), work, watch)
+    except BaseException:
+        watch.finish()
+        kept = watch.keep(work.parent / f".build-{name}.failed", work / "packer.log")
+        progress(f"kept what shows why in {kept}: packer.log, screens/ (one a minute), serial.log, panther/")
+        raise
+    watch.finish()
     disk = work / "output" / "disk.qcow2"
     if not disk.is_file():
         raise InfraError(f"packer finished but left no disk at {disk}", fix=f"read {work / 'packer.log'}")
@@ -339,19 +354,16 @@ def _hash_with_progress(path: Path, progress: Progress) -> str:
     return sha256_file(path)
 
 
-def _packer_step(line: str) -> str | None:
-    return line.split("==>", 1)[1].strip() if "==>" in line else None
-
-
-def _run_packer(argv: list[str], work: Path, progress: Progress) -> None:
+def _run_packer(argv: list[str], work: Path, watch: BuildWatch) -> None:
     # The log may be read by others than the manifest: no password goes into it.
     shown = [a.split("=", 1)[0] + "=***" if a.split("=", 1)[0].endswith("password") else a for a in argv]
-    code, tail = run_logged(argv, work / "packer.log", _packer_step, progress, cwd=TEMPLATE_DIR, keep=15,
-                            env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1"),
+    code, tail = run_logged(argv, work / "packer.log", watch.line, watch.progress, cwd=TEMPLATE_DIR, keep=15,
+                            env=dict(os.environ, PACKER_NO_COLOR="1", CHECKPOINT_DISABLE="1",
+                                     PACKER_CACHE_DIR=str(work / "packer_cache")),
                             header=" ".join(shown) + "\n")
     if code != 0:
         raise InfraError(f"packer build failed (exit {code}); last lines:\n  " + "\n  ".join(tail),
-                         fix="the whole log is kept beside the catalog as .build-<image>.failed.log")
+                         fix="what shows why is kept beside the catalog in .build-<image>.failed/")
 
 
 def licence_warning(image: Image, today: date | None = None) -> str | None:

@@ -188,6 +188,11 @@ class GuestProfile(ABC):
         """ARGS as words of one command line in this guest's shell."""
 
     @abstractmethod
+    def count_items_script(self, folder: str) -> str:
+        """Prints how many files and folders FOLDER holds, all the way down (run by the admin):
+        the scale of the walks over the user's home (hand-home, the write set)."""
+
+    @abstractmethod
     def script_paths(self, text: str) -> list[str]:
         """The guest paths a task script names as literals, the home as "~" (for `tasks lint`:
         what an oracle touches must be allowed by the write set). Best effort, never executed."""

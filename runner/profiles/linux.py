@@ -225,6 +225,10 @@ class LinuxProfile(GuestProfile):
         return shlex.join(args)
 
     @override
+    def count_items_script(self, folder: str) -> str:
+        return f"find {shlex.quote(folder)} -xdev -mindepth 1 | wc -l\n"
+
+    @override
     def script_paths(self, text: str) -> list[str]:
         found = re.findall(r"""(?:\$HOME|\$\{HOME\}|~)(/[^\s"'`;|&<>()$]*)""", text)
         return ["~" + p.rstrip("/") for p in found if p.strip("/")]

@@ -196,6 +196,11 @@ class WindowsProfile(GuestProfile):
         return " ".join(_ps(a) for a in args)
 
     @override
+    def count_items_script(self, folder: str) -> str:
+        return (f"(Get-ChildItem -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue | "
+                "Measure-Object).Count\r\n")
+
+    @override
     def script_paths(self, text: str) -> list[str]:
         paths = []
         for drive, _home, rest in re.findall(

@@ -9,7 +9,9 @@ CD or DVD": it waits for a key, and turns its screen green once one arrives. The
   $WinPEDriver$ (Joliet keeps the name);
 - OVMF's boot order and the boot keys: the CD booted, and packer's keys reached it (green);
 - the configured WinRM wait: packer gives up after it and says what it waited for, leaving
-  no QEMU behind.
+  no QEMU behind;
+- BuildWatch on the real output and screen: the phases named with their times, and the build
+  VM's screen captured on the VNC port cu-run chose.
 About 1.5 minutes (most of it the WinRM wait): the full tier."""
 
 import hashlib
@@ -26,6 +28,8 @@ import pytest
 from runner.images.windows_11 import DRIVERS_FOLDER, TEMPLATE_DIR, WindowsInputs, packer_argv, packer_vars, \
     write_autounattend
 from runner.display.vnc import VncDisplay
+from runner.images.windows_build_watch import BuildWatch
+from runner.net import free_port
 from runner.screen import color_fraction
 
 pytestmark = pytest.mark.full
@@ -77,8 +81,12 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
     installer.write_bytes(b"stand-in")
     inputs = WindowsInputs(iso=iso, virtio_iso=iso, python_installer=installer, accel="tcg", winrm_timeout="1m",
                            memory_mib=512, cpus=1, disk_size="1G")
+    winrm_port = free_port()
     variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw",
-                            hashlib.sha256(iso.read_bytes()).hexdigest(), "vpw")
+                            hashlib.sha256(iso.read_bytes()).hexdigest(), "vpw", winrm_port)
+    shown: list[str] = []
+    watch = BuildWatch(work, shown.append, open_screen=lambda port: VncDisplay("127.0.0.1", port),
+                       fetch_panther=lambda dest: None, screen_every=2.0)
     log = tmp_path / "packer.log"
     env = dict(os.environ, PACKER_LOG="1", CHECKPOINT_DISABLE="1", PACKER_NO_COLOR="1",
                PACKER_CACHE_DIR=str(tmp_path / "cache"))
@@ -89,7 +97,7 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
         command = wait_for_line(log, r"Executing /usr/bin/qemu-system-x86_64: \[\]string\{(.*)\}", packer, 120)
         args = json.loads("[" + command.group(1) + "]")
         netdev = args[args.index("-netdev") + 1]
-        assert netdev.startswith("user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:") and netdev.endswith("-:5985")
+        assert netdev == f"user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:{winrm_port}-:5985"
         assert "virtio-net,netdev=user.0" in args
         cds = [a.split("=", 1)[1].split(",")[0] for a in args if a.endswith(",media=cdrom")]
         assert cds[0] == str(iso) and ["-boot", "once=d"] == args[args.index("-boot"):args.index("-boot") + 2]
@@ -98,16 +106,25 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
             assert path in listed, listed
 
         vnc = wait_for_line(log, r"vnc://127\.0\.0\.1:(\d+)", packer, 30)
-        display = VncDisplay("127.0.0.1", 5900 + int(vnc.group(1)))
+        assert ["-vnc", f"127.0.0.1:{vnc.group(1)}"] == args[args.index("-vnc"):args.index("-vnc") + 2]
+        fed = 0
         try:
             deadline = time.monotonic() + 120
             while True:
-                if color_fraction(display.screenshot(), GREEN, 24) > 0.9:
+                lines = log.read_text(errors="replace").split("\n")[:-1]  # whole lines only
+                for line in lines[fed:]:
+                    if (said := watch.line(line)) is not None:
+                        shown.append(said)
+                fed = len(lines)
+                captured = sorted(watch.screens.glob("*.png")) if watch.screens.is_dir() else []
+                if captured and color_fraction(captured[-1].read_bytes(), GREEN, 24) > 0.9:
                     break  # the CD booted, and a boot key reached its prompt
-                assert time.monotonic() < deadline, "packer's boot keys never reached the CD's prompt"
-                time.sleep(2)
+                assert time.monotonic() < deadline, f"packer's boot keys never reached the CD's prompt: {shown}"
+                time.sleep(1)
         finally:
-            display.close()
+            watch.finish()
+        assert any(re.fullmatch(r"\[0:00:\d\d\] booting the ISO", line) for line in shown), shown
+        assert any(line.endswith("Windows setup (waiting for WinRM)") for line in shown), shown
 
         assert packer.wait(timeout=240) != 0
         text = log.read_text(errors="replace")
