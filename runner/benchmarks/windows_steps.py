@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.profiles.windows import START_IN_SESSION
 from runner.benchmarks.linux_steps import (MAX_COLLECTED_FILE, Collectors, Script, StepLines, fill, gather_getters,
                                           translate_steps)
 
@@ -36,8 +37,7 @@ function Waa-AsUser([string]$File, [string[]]$Arguments, [switch]$Wait) {
     # scheduled task): what it starts is on the user's screen, with the user's rights. It returns
     # once the program has started (upstream's launch), or with -Wait once it has ended
     # (upstream's execute, which waits for the command's output).
-    $helper = 'C:\cu-run\session\start-in-session.ps1'
-    & $helper -User $env:DESKTOP_USER -FilePath $File -ArgumentList $Arguments -Wait:$Wait -TimeoutSeconds 300
+    & '__START_IN_SESSION__' -User $env:DESKTOP_USER -FilePath $File -ArgumentList $Arguments -Wait:$Wait -TimeoutSeconds 300
 }
 function Waa-Launch([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) }
 function Waa-LaunchShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) }
@@ -121,7 +121,7 @@ function Waa-ExportEnd {
     Remove-Item -LiteralPath $script:Export -Recurse -Force
 }
 """.replace("__EXPORT_DIR__", EXPORT_DIR).replace("__UPSTREAM_HOME__", UPSTREAM_HOME) \
-   .replace("__MAX_FILE__", str(MAX_COLLECTED_FILE))
+   .replace("__START_IN_SESSION__", START_IN_SESSION).replace("__MAX_FILE__", str(MAX_COLLECTED_FILE))
 
 
 def ps(value: Any) -> str:

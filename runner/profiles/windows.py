@@ -32,6 +32,7 @@ def _winrm(manifest) -> WinRmAccess:
     return manifest.winrm
 
 
+START_IN_SESSION = "C:\\cu-run\\session\\start-in-session.ps1"  # the image's (packer/windows-11/session/)
 MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
 
 
@@ -92,10 +93,19 @@ class WindowsProfile(GuestProfile):
 
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
+        # Setup runs in WinRM's session 0, which no one sees: what the agent must see (an app, a
+        # dialog) is started on the user's desktop with Start-InSession (the image's
+        # start-in-session.ps1). Not during verification: nothing runs as the user then.
+        in_session = (f"function Start-InSession {{\r\n"
+                      "    param([Parameter(Mandatory = $true)][string]$FilePath, [string[]]$ArgumentList = @(), "
+                      "[switch]$Wait)\r\n"
+                      f"    & {_ps(START_IN_SESSION)} -User $env:DESKTOP_USER -FilePath $FilePath "
+                      "-ArgumentList $ArgumentList -Wait:$Wait\r\n"
+                      "}\r\n") if phase == "setup" else ""
         return (f"$env:TASK_DIR = '{folder}'\r\n$env:USER_HOME = '{user.home}'\r\n$env:DESKTOP_USER = '{user.name}'\r\n"
                 f"$env:DESKTOP_USER_SID = (New-Object System.Security.Principal.NTAccount('{user.name}')).Translate("
                 "[System.Security.Principal.SecurityIdentifier]).Value\r\n"
-                "Set-Location -LiteralPath $env:USER_HOME\r\n")
+                "Set-Location -LiteralPath $env:USER_HOME\r\n" + in_session)
 
     @override
     def agent_prelude(self, folder: str) -> str:

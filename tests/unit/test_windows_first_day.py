@@ -270,3 +270,22 @@ def test_doctor_reads_the_lab_s_media_and_says_what_the_build_would_install(tmp_
     assert failed.status == "fail" and "viostor/none" in failed.detail
     (missing,) = windows_checks(tmp_path / "no.iso", None)[2:]
     assert missing.status == "fail" and "--windows-iso" in missing.detail and "does not exist" in missing.detail
+
+
+# -- what the agent sees is on the interactive desktop
+
+def test_setup_starts_programs_in_the_desktop_users_session_and_verification_cannot():
+    user = DesktopUser("cu", "C:\\Users\\cu")
+    setup = WINDOWS.privileged_prelude("C:\\cu-task", user, "setup")
+    assert "function Start-InSession" in setup and "C:\\cu-run\\session\\start-in-session.ps1" in setup
+    assert "Start-InSession" not in WINDOWS.privileged_prelude("C:\\cu-task", user, "verify")
+    from runner.benchmarks.windows_steps import STEPS_PS1
+    from runner.tasks.syntax import powershell_errors
+    assert powershell_errors(setup.encode()) == [] and powershell_errors(STEPS_PS1.encode()) == []
+    # WAA's launch returns once started, its execute waits, as upstream's setup controller does
+    assert "function Waa-Execute([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) -Wait }" \
+        in STEPS_PS1
+    assert "-Wait:$Wait" in STEPS_PS1 and "MainWindowTitle -like \"*$Text*\"" not in STEPS_PS1
+    helper = (TEMPLATE_DIR / "session" / "start-in-session.ps1").read_text()
+    assert "New-ScheduledTaskPrincipal -UserId $User -LogonType Interactive -RunLevel Limited" in helper
+    assert "& schtasks.exe /run /tn $name" in helper and "LastRunTime" in helper
