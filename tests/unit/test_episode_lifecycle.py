@@ -369,3 +369,30 @@ def test_stop_causes_follow_the_domains_latest_run(host):
     host._started("test")
     dom.destroy()
     assert host.stop_cause("test", wait=2) == "host"
+
+
+class AdminOnlySync(LocalShell):
+    """The desktop user's shell on Windows: flushing a volume needs an administrator."""
+
+    def run(self, script, timeout=60.0):
+        if script.strip() == "sync":
+            from runner.guest.base import ExecResult
+            return ExecResult(1, "", "Write-VolumeCache: Access denied")
+        return super().run(script, timeout)
+
+
+def test_a_warm_state_flushes_the_disk_on_the_admin_channel(host, tmp_path, monkeypatch):
+    profile = register(HostShellProfile(tmp_path / "guest2"))
+    (tmp_path / "guest2" / "home").mkdir(parents=True)
+    shells = iter([AdminOnlySync(), LocalShell()])  # user, then admin: as open_shells hands them out
+    profile.open_shells = lambda image, host_, port, agent=None: Shells(user=next(shells), admin=next(shells))
+    try:
+        settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+        vm = EpisodeVM(host, image_of(tmp_path, profile.name), settings, run_id="unit", slot=0)
+        # libvirt's test driver saves no state with flags: the save itself is the e2e tests'.
+        monkeypatch.setattr(host, "save", lambda name, ram: ram.write_bytes(b"saved"))
+        with vm:
+            vm.save_state(tmp_path / "ram.state", tmp_path / "disk.qcow2")
+        assert (tmp_path / "disk.qcow2").exists()
+    finally:
+        del PROFILES[profile.name]

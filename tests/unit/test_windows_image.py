@@ -243,6 +243,18 @@ def test_windows_episode_domain_uses_the_image_firmware_and_forwards_winrm(tmp_p
     assert spec.firmware.nvram == tmp_path / "ep" / "OVMF_VARS.fd"
     assert [(f.host_port, f.guest_port) for f in spec.forwards] == [(45985, 5985)]
     assert spec.boot is None
+    assert spec.vcpus == 1  # an image that records no CPU count keeps the old one
+    two = episode_domain_spec(Image(folder, windows_manifest(vcpus=2)), SlotIdentity("r", 0), tmp_path / "ep", "kvm",
+                              45985, Owner(1, 1), "qemu:///system")
+    assert two.vcpus == 2  # the episode VM gets the CPUs the image was built for
+
+
+def test_the_build_records_its_cpu_count_and_a_desktop_check_a_standard_user_can_run():
+    source = (TEMPLATE_DIR.parents[1] / "runner" / "images" / "windows_11.py").read_text()
+    assert "vcpus=inputs.cpus" in source
+    from runner.images.windows_11 import DESKTOP_READY
+    assert "-IncludeUserName" not in DESKTOP_READY and "SessionId -gt 0" in DESKTOP_READY
+    assert "catch { exit 1 }" in DESKTOP_READY  # anything unexpected is "not ready"
 
 
 def test_doctor_warns_about_an_ending_licence(tmp_path):
