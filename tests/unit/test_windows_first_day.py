@@ -289,3 +289,27 @@ def test_setup_starts_programs_in_the_desktop_users_session_and_verification_can
     helper = (TEMPLATE_DIR / "session" / "start-in-session.ps1").read_text()
     assert "New-ScheduledTaskPrincipal -UserId $User -LogonType Interactive -RunLevel Limited" in helper
     assert "& schtasks.exe /run /tn $name" in helper and "LastRunTime" in helper
+
+
+def test_waa_commands_are_started_as_upstreams_server_starts_them_on_windows():
+    from runner.benchmarks.linux_steps import Script
+    from runner.benchmarks.windows_steps import STEP_LINES
+
+    def launch(command):
+        return STEP_LINES["launch"]({"command": command}, Script())
+
+    assert launch(["google-chrome", "--remote-debugging-port=1337"]) == \
+        "Waa-Launch @('chrome', '--remote-debugging-port=1337')"
+    assert launch(["start", "ms-settings:"]) == "Waa-LaunchThroughCmd @('start', 'ms-settings:')"
+    assert launch(["code", "~/project"]) == "Waa-LaunchThroughCmd @('code', '~/project')"
+    assert launch(["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]).startswith("# upstream's socat")
+    assert launch("vlc --no-video-title-show") == "Waa-LaunchShell 'vlc --no-video-title-show'"
+    from runner.benchmarks.windows_steps import STEPS_PS1
+    # every argument goes through Waa-Path at run time: ~/ and upstream's C:\Users\Docker become the user's home
+    assert "$mapped = @($Arguments | ForEach-Object { Waa-Path $_ })" in STEPS_PS1
+    assert "$Path.StartsWith('~/')" in STEPS_PS1
+    from runner.benchmarks.linux_steps import translate_steps
+    script = Script()
+    translate_steps([{"type": "execute", "parameters": {"command": ["x"], "until": {"returncode": 0}}}], script,
+                    STEP_LINES)
+    assert script.lines == [] and "until" in script.problems[0]
