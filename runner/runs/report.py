@@ -26,6 +26,13 @@ from runner.runs.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_
 from runner.runs.recording import RECORDING
 from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, summarize
 from runner.scoring.safety import read_trajectory
+from runner.scoring.verdict import xml_text
+
+
+def _escape(text: str) -> str:
+    """TEXT (guest text, often) fit for the report's HTML: escaped, and without the code points
+    XML cannot carry (a report is also read by XML tools)."""
+    return html.escape(xml_text(text))
 
 THUMB_WIDTH = 480
 FILM_WIDTH = 240
@@ -53,7 +60,7 @@ def write_reports(out_dir: Path) -> tuple[Path, Path]:
 def write_validation_index(base: Path) -> Path:
     """BASE/report.html of a `validate` folder: the verdict first, then a link to each run's report
     with its passes, so the oracle and the nop run never look alike."""
-    e = html.escape
+    e = _escape
     verdict = read_json(base / VALIDATION)
     valid = verdict.get("valid")
     rows = []
@@ -129,7 +136,7 @@ def _incomplete(summary: dict) -> str:
     if not complete or not complete["missing"]:
         return ""
     return (f"<p class='warn'><b>Incomplete:</b> {complete['done']} of {complete['planned']} planned episodes have a "
-            f"result; missing: {html.escape(', '.join(complete['missing']))}. <code>--resume</code> finishes the run.</p>")
+            f"result; missing: {_escape(', '.join(complete['missing']))}. <code>--resume</code> finishes the run.</p>")
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
@@ -153,7 +160,7 @@ def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRe
     """The report, for a reader at a glance first: the verdict, then a coloured task table with each
     task's failures and instruction, then the episodes under their tasks (failures first, collapsed),
     and the provenance last."""
-    e = html.escape
+    e = _escape
     overall = summary["overall"]
     suite = run.get("suite", {}).get("name", out_dir.name)
     agent = run_label(run, "?")
@@ -214,14 +221,14 @@ def _episodes_by_task(out_dir: Path, summary: dict, records: list[EpisodeRecord]
             else:
                 lines.append(_episode_line(r))
         failed = any(r.outcome != "pass" for r in mine)  # a task with a failure is open, its first failure too
-        groups.append(f"<details class='task' id='task-{html.escape(task_id)}'{' open' if failed else ''}><summary>"
-                      f"<b>{html.escape(task_id)}</b>: "
+        groups.append(f"<details class='task' id='task-{_escape(task_id)}'{' open' if failed else ''}><summary>"
+                      f"<b>{_escape(task_id)}</b>: "
                       f"{counts['passes']} of {counts['scored']} passed</summary>" + "\n".join(lines) + "</details>")
     return "\n".join(groups)
 
 
 def _episode_line(r: EpisodeRecord) -> str:
-    e = html.escape
+    e = _escape
     return (f"<p id='{e(r.task_id)}-{r.trial}'>#{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
             f"{e(r.reason)} ({r.duration_s:.0f} s); its files: <code>{e(r.task_id)}/{r.trial}/</code></p>")
 
@@ -248,7 +255,7 @@ def _summary_table(o: dict) -> str:
             ("write-set failures", o["write_set_failures"]),
             ("flaky tasks (rate 0.2-0.8)", ", ".join(o["flaky_tasks"]) or "none"),
             ("success rate of stable tasks", _rate(o["stable"]) if o["stable"]["rate"] is not None else "-")]
-    return "<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+    return "<table>" + "".join(f"<tr><th>{_escape(k)}</th><td>{_escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
 
 
 def _provenance(run: dict) -> str:
@@ -256,22 +263,22 @@ def _provenance(run: dict) -> str:
     nothing shown for a value that is not there."""
     keys = ("started_at", "ended_at", "resumed_at", "pool", "accel", "start", "hypervisor", "image", "suite", "agent",
             "runner", "host", "hosts")
-    rows = [f"<tr><th>{html.escape(key.replace('_', ' '))}</th><td>{_value(run[key])}</td></tr>"
+    rows = [f"<tr><th>{_escape(key.replace('_', ' '))}</th><td>{_value(run[key])}</td></tr>"
             for key in keys if key in run and run[key] not in (None, [], {})]
     return "<table>" + "".join(rows) + "</table>" if rows else "<p>no run.json</p>"
 
 
 def _value(value: object) -> str:
     if isinstance(value, dict):
-        rows = [f"<tr><th>{html.escape(str(k).replace('_', ' '))}</th><td>{_value(v)}</td></tr>"
+        rows = [f"<tr><th>{_escape(str(k).replace('_', ' '))}</th><td>{_value(v)}</td></tr>"
                 for k, v in value.items() if v not in (None, [], {}, "")]
         return "<table class='facts'>" + "".join(rows) + "</table>"
     if isinstance(value, list):
-        return html.escape(", ".join(str(v) for v in value))
+        return _escape(", ".join(str(v) for v in value))
     text = str(value)
     if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
         return f"<code title='{text}'>{text[:16]}...</code>"  # a sha256: short, the whole on hover
-    return html.escape(text)
+    return _escape(text)
 
 
 def _is_cluster(summary: dict) -> bool:
@@ -284,8 +291,8 @@ def _host_table(hosts: dict) -> str:
     for name, h in hosts.items():
         medians = ", ".join(f"{p} {v:.1f} s" for p, v in h["phase_medians"].items())
         bad = " class='infra_error'" if h["infra_error"] else ""
-        rows.append(f"<tr><td>{html.escape(name)}</td><td>{h['episodes']}</td><td{bad}>{h['infra_error']}</td>"
-                    f"<td>{h['attempts']}</td><td>{html.escape(medians)}</td></tr>")
+        rows.append(f"<tr><td>{_escape(name)}</td><td>{h['episodes']}</td><td{bad}>{h['infra_error']}</td>"
+                    f"<td>{h['attempts']}</td><td>{_escape(medians)}</td></tr>")
     return ("<table><tr><th>host</th><th>episodes</th><th>infra errors</th><th>attempts</th>"
             "<th>phase medians</th></tr>" + "".join(rows) + "</table>")
 
@@ -303,18 +310,18 @@ def _task_table(summary: dict, records: list[EpisodeRecord], instructions: dict[
         # Green for a task always passed, red for one never passed, between for the rest.
         colour = "" if c["rate"] is None else f" style='background:hsl({round(120 * c['rate'])},70%,90%)'"
         reasons = collections.Counter(r.reason or r.outcome for r in records if r.task_id == task_id and r.outcome != "pass")
-        why = "<br>".join(f"{html.escape(reason[:160])}" + (f" (x{n})" if n > 1 else "") for reason, n in reasons.most_common(3))
+        why = "<br>".join(f"{_escape(reason[:160])}" + (f" (x{n})" if n > 1 else "") for reason, n in reasons.most_common(3))
         instruction = instructions.get(task_id, "")
         short = instruction if len(instruction) <= 140 else instruction[:140] + "..."
-        rows.append(f"<tr><td><a href='#task-{html.escape(task_id)}'>{html.escape(task_id)}</a></td>"
+        rows.append(f"<tr><td><a href='#task-{_escape(task_id)}'>{_escape(task_id)}</a></td>"
                     f"<td{colour}>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{why or '-'}</td>"
                     f"<td>{progress}</td><td>{o['verifier_error'] + o['infra_error']}</td><td>{c['violations']}</td>"
-                    f"<td title='{html.escape(instruction)}'>{html.escape(short)}</td></tr>")
+                    f"<td title='{_escape(instruction)}'>{_escape(short)}</td></tr>")
     return head + "".join(rows) + "</table>"
 
 
 def _episode(out_dir: Path, r: EpisodeRecord, open_: bool = False) -> str:
-    e = html.escape
+    e = _escape
     ep = out_dir / r.task_id / str(r.trial)
     parts = [f"<details id='{e(r.task_id)}-{r.trial}'{' open' if open_ else ''}><summary>"
              f"<b>{e(r.task_id)}</b> #{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
@@ -366,8 +373,8 @@ def _filmstrip(ep: Path) -> str:
             image, shown = _img(last_shot, FILM_WIDTH, marks), shown + 1
         args = json.dumps(entry.get("arguments", {}), ensure_ascii=False)[:200]
         label = "human" if entry.get("intervention") else f"{entry.get('step')}. {entry.get('tool', '')}"
-        frames.append(f"<div class='frame'>{image}<b>{html.escape(str(label))}"
-                      f"</b><br>{html.escape(args)}<br><i>{html.escape(str(entry.get('result', ''))[:120])}</i> "
+        frames.append(f"<div class='frame'>{image}<b>{_escape(str(label))}"
+                      f"</b><br>{_escape(args)}<br><i>{_escape(str(entry.get('result', ''))[:120])}</i> "
                       f"({entry.get('duration_s', 0):.2f} s)</div>")
     return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"
 
@@ -377,7 +384,7 @@ def _recording_link(ep: Path) -> str:
     if not (ep / RECORDING).is_file():
         return ""
     href = f"{ep.parent.name}/{ep.name}/{RECORDING}"
-    return f"<p><a href='{html.escape(href)}'>screen recording</a> ({(ep / RECORDING).stat().st_size / 2**20:.1f} MiB)</p>"
+    return f"<p><a href='{_escape(href)}'>screen recording</a> ({(ep / RECORDING).stat().st_size / 2**20:.1f} MiB)</p>"
 
 
 def _marks(entry: dict) -> list[tuple[int, ...]]:
@@ -410,9 +417,9 @@ def _img(path: Path, width: int, marks: tuple[tuple[int, ...], ...] | list[tuple
         buffer = io.BytesIO()
         image.save(buffer, format="JPEG", quality=70)
     except OSError:
-        return f"<p>(unreadable {html.escape(path.name)})</p>"
+        return f"<p>(unreadable {_escape(path.name)})</p>"
     data = base64.b64encode(buffer.getvalue()).decode()
-    return f"<img alt='{html.escape(path.name)}' width='{image.width}' src='data:image/jpeg;base64,{data}'>"
+    return f"<img alt='{_escape(path.name)}' width='{image.width}' src='data:image/jpeg;base64,{data}'>"
 
 
 # -- JUnit
@@ -426,15 +433,18 @@ def render_junit(run: dict, records: list[EpisodeRecord]) -> str:
         "name": suite_name, "tests": str(len(records)), "failures": str(failures), "errors": str(errors),
         "time": f"{sum(r.duration_s for r in records):.1f}"})
     for r in records:
-        case = ET.SubElement(suite, "testcase", {"classname": f"{suite_name}.{r.task_id}",
-                                                 "name": f"{r.task_id} trial {r.trial}", "time": f"{r.duration_s:.1f}"})
+        # Guest text reaches every field below (a reason, a violation's detail, a checkpoint's name):
+        # each goes through xml_text, so no code point can make the file unparseable.
+        case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"{suite_name}.{r.task_id}"),
+                                                 "name": xml_text(f"{r.task_id} trial {r.trial}"),
+                                                 "time": f"{r.duration_s:.1f}"})
         if r.outcome in FAILURES:
-            ET.SubElement(case, "failure", {"type": r.outcome, "message": r.reason or r.outcome})
+            ET.SubElement(case, "failure", {"type": r.outcome, "message": xml_text(r.reason or r.outcome)})
         elif r.outcome in ERRORS:
-            ET.SubElement(case, "error", {"type": r.outcome, "message": r.reason or r.outcome})
+            ET.SubElement(case, "error", {"type": r.outcome, "message": xml_text(r.reason or r.outcome)})
         notes = [f"violation {v.get('rule')}: {v.get('detail')}" for v in r.violations]
         notes += [f"checkpoint {k}: {'pass' if ok else 'fail'}" for k, ok in r.checkpoints.items()]
         if notes:
-            ET.SubElement(case, "system-out").text = "\n".join(notes)
+            ET.SubElement(case, "system-out").text = xml_text("\n".join(notes))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

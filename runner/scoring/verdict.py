@@ -29,7 +29,21 @@ from typing import Literal
 MAX_REASON = 500  # characters of a reason kept: it may be agent data of any size
 # What a reason shown to people must not hold: control characters and every line or
 # paragraph separator Unicode knows, which would break the line it is shown on.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u0085\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# Code points XML 1.0 cannot carry (C0 controls but tab, LF and CR; lone surrogates; U+FFFE and
+# U+FFFF), and the noncharacters (U+FDD0-U+FDEF and the last two of every plane), which some
+# parsers refuse too: a junit.xml holding one does not parse, and CI gets a parse error instead
+# of the results.
+_NONCHARACTERS = "\ufdd0-\ufdef\ufffe\uffff" + "".join(
+    chr(plane * 0x10000 + 0xFFFE) + chr(plane * 0x10000 + 0xFFFF) for plane in range(1, 17))
+_XML_ILLEGAL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff{_NONCHARACTERS}]")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u0085\u200b-\u200f\u202a-\u202e\u2066-\u2069"
+                          f"\ud800-\udfff{_NONCHARACTERS}]")
+
+
+def xml_text(text: str) -> str:
+    """TEXT with every code point XML 1.0 cannot carry, noncharacters included, replaced by U+FFFD:
+    for guest text on its way into XML, HTML or a terminal."""
+    return _XML_ILLEGAL.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)

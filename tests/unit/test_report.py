@@ -237,3 +237,24 @@ def test_a_run_of_hundreds_of_episodes_stays_a_page_to_open(tmp_path):
     assert page.count("<details id=") == MAX_DETAILED_EPISODES  # whole episodes, bounded
     assert page.count("its files: <code>") == 450 - MAX_DETAILED_EPISODES  # the rest, a line each
     assert len(page) < 2_000_000
+
+
+HOSTILE = "fa\ufffeil\uffff \U0001fffe\ufdd0 \x0b\x0c\x01 \ud800 end"  # XML-illegal, noncharacters, a lone surrogate
+
+
+def test_guest_text_with_xml_illegal_code_points_leaves_both_reports_parseable(tmp_path):
+    from runner.scoring.verdict import Verdict, clean_reason, parse_verdict  # noqa: F401 - the reason's own path
+    run = tmp_path / "run"
+    write_results(run, [EpisodeRecord("editor", 1, "fail", HOSTILE, 3.0, 0, 1, "2026-11-30T10:00:00",
+                                      "2026-11-30T10:00:03", {}, checkpoints={HOSTILE: False},
+                                      violations=[{"rule": "no-rm", "step": 1, "detail": HOSTILE}])])
+    (run / "run.json").write_text(json.dumps({"suite": {"name": "planted", "tasks": ["editor"]},
+                                              "agent": {"name": "nop"}}))
+    html_path, junit = write_reports(run)
+    suite = ET.parse(junit).getroot().find("testsuite")  # parses: no code point XML cannot carry
+    (case,) = suite.iter("testcase")
+    assert case.find("failure").get("message").endswith("end") and "\ufffe" not in junit.read_text()
+    page = html_path.read_text(errors="strict")
+    assert not any(c in page for c in "\ufffe\uffff\ufdd0\x0b\x01")
+    # and the reason itself, as the verdict parser makes it, is one printable line without them
+    assert not any(c in clean_reason(HOSTILE) for c in "\ufffe\uffff\ufdd0\U0001fffe\ud800")
