@@ -632,9 +632,13 @@ _IN_USER_SLICE = ("{ l=; read -r l < \"/proc/$p/cgroup\"; } 2>/dev/null; "
 
 
 # For _kill_outside: whether process $p is one to keep (see _kill_new_script). A zombie counts as
-# kept: it is dead already, and its frozen parent cannot reap it until the thaw.
+# kept: it is dead already, and its frozen parent cannot reap it until the thaw. But /proc/PID/stat
+# is the leader thread's: a thread group whose leader has exited shows Z while its other threads
+# run on. So a Z is dead only when /proc/PID/task holds no thread but the leader (a glob, not a
+# program: ~50 ms a process under TCG).
 _KEPT = ("{ s=; read -r s < \"/proc/$p/stat\"; } 2>/dev/null; [ -n \"$s\" ] || continue; set -- ${s##*) }; "
-         "[ \"$1\" != Z ] || continue; tty=$((($5 >> 8) & 4095)); "
+         "if [ \"$1\" = Z ]; then z=1; for t in /proc/$p/task/*; do [ \"${t##*/}\" = \"$p\" ] || z=0; done; "
+         "[ $z = 0 ] || continue; fi; tty=$((($5 >> 8) & 4095)); "
          "case \"$keep\" in *\" $p:${20} \"*) [ $tty -lt 136 ] || [ $tty -gt 143 ];; *) false;; esac")
 
 

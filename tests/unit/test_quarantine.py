@@ -115,3 +115,36 @@ def test_the_desktop_users_id_comes_from_passwd_without_a_program():
     missing = subprocess.run(["sh", "-c", _user_id(DesktopUser("no-such-user-x", "/x")) + "echo reached"],
                              capture_output=True, text=True)
     assert missing.returncode == 3 and "reached" not in missing.stdout and "not in /etc/passwd" in missing.stderr
+
+
+ZOMBIE_LEADER = ("import ctypes, threading, time; threading.Thread(target=time.sleep, args=(305,)).start(); "
+                 "ctypes.CDLL(None).pthread_exit(None)")
+
+
+def leaders_exited() -> list[int]:
+    """Nobody's python3 processes whose leader thread shows Z (a zombie's command line is empty,
+    so they are found by name)."""
+    pids = subprocess.run(["pgrep", "-u", "nobody", "-x", "python3"], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")
+def test_a_thread_group_whose_leader_exited_is_alive_and_is_killed(nobody_processes):
+    spared = user_processes(LocalShell(), USER, LINUX)
+    nobodys("python3", "-c", ZOMBIE_LEADER)  # the agent's: its leader exits, a thread runs on
+    deadline = time.monotonic() + 10
+    while not (zombies := leaders_exited()):
+        assert time.monotonic() < deadline, "the leader thread never exited"
+        time.sleep(0.1)
+    (pid,) = zombies
+    assert len(list(Path(f"/proc/{pid}/task").iterdir())) == 2  # Z, yet a thread lives
+    quarantine(LocalShell(), USER, LINUX, keep=spared)
+    assert not Path(f"/proc/{pid}").exists() or not [t for t in Path(f"/proc/{pid}/task").iterdir()
+                                                     if t.name != str(pid)]
