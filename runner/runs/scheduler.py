@@ -27,7 +27,7 @@ from pathlib import Path
 from runner.mcp.trajectory import append_intervention
 from runner.agents.base import Agent
 from runner.agents.builtin import NopAgent, OracleAgent
-from runner.scoring.blame import blame, describe
+from runner.scoring.blame import blame, describe, judge_check_errors
 from runner.config import Settings, private_dir
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError
@@ -163,6 +163,8 @@ class SlotScheduler:
             record = self._with_retries(slot, task, trial)
             if record is not None and record.outcome == "verifier_error":
                 record = self._judge_verifier_error(slot, task, record)
+            if record is not None and record.check_errors and not isinstance(self.agent, NopAgent):
+                record = self._judge_check_errors(slot, task, record)
         except Exception as exc:  # noqa: BLE001 - an episode is never lost: it is recorded
             record = self._runner_failure(slot, task, trial, exc)
         finally:
@@ -270,6 +272,19 @@ class SlotScheduler:
         return replace(record, outcome="fail",
                        reason=f"the verifier gave no verdict on the agent's state ({record.reason}), though it "
                               f"gives one on {asked}: the agent's doing")
+
+    def _judge_check_errors(self, slot: int, task: Task, record: EpisodeRecord) -> EpisodeRecord:
+        """Checkpoints and safety checks that gave no answer, judged against the nop control as the
+        verifier is (scoring.blame.judge_check_errors), with the same control episode."""
+        control_errors = None
+        if self._control(slot, task, NopAgent()) is not None:
+            try:
+                control = json.loads((self._control_dir(task, NopAgent()) / "episode.json").read_text())
+                control_errors = [str(e) for e in control.get("check_errors", [])]
+            except (OSError, ValueError, AttributeError):
+                control_errors = None
+        judged = judge_check_errors(record.check_errors, control_errors)
+        return replace(record, violations=record.violations + judged.violations, check_errors=judged.check_errors)
 
     def _control(self, slot: int, task: Task, agent: Agent) -> bool | None:
         """Whether TASK's verifier gives a verdict after AGENT (nop: the untouched state; the oracle's):
