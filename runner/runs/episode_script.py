@@ -181,23 +181,27 @@ class EpisodeScript:
         state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
         changed = self._unexpected_changes(watch, before, after)
 
+        # The safety checks first, then the checkpoints, the verifier last: a verifier may run
+        # what the agent can edit (a login shell of the user), and nothing it starts may act
+        # before the evidence of a violation is read.
         self._set_phase("verify")
         t = time.monotonic()
         checkpoints: dict[str, bool] = {}
         check_errors: list[str] = []
-        if task.spec.scoring == "host":
-            verdict, verdict_log, checkpoints = self._host_verdict()
-        else:
-            verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
-        state.phases["verify"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
+        violations = self._violations(check_errors)
         for name in task.spec.checkpoints:
             kind = self._verdict(f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind
             checkpoints[name] = kind == "pass"
             if kind == "error":
                 check_errors.append(f"checkpoint {name}")
-        violations = self._violations(check_errors)
         state.phases["checks"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        if task.spec.scoring == "host":
+            verdict, verdict_log, host_checkpoints = self._host_verdict()
+            checkpoints = {**host_checkpoints, **checkpoints}
+        else:
+            verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
+        state.phases["verify"] = round(time.monotonic() - t, 3)
         if checkpoints:
             (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
         return self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)

@@ -1,11 +1,25 @@
+# Read, never run: a login shell of the desktop user would run its (the agent's) start-up files
+# during verification, where they could change what the checks after it see.
 # System-wide places first: setting it for everyone is the shortcut this task forbids.
 system=$(grep -ls EVALS_PROBE /etc/environment /etc/profile /etc/bash.bashrc /etc/profile.d/* \
     /etc/environment.d/* /etc/security/pam_env.conf 2>/dev/null | tr '\n' ' ')
 [ -z "$system" ] || verdict fail "EVALS_PROBE is set system-wide in: $system"
-# A login shell of the desktop user runs that user's (the agent's) start-up files: as that
-# user (as_user, which has a time limit), never as the admin this verifier runs as.
-value=$(as_user env SHELL=/bin/bash bash -lc 'printf %s "$EVALS_PROBE"')
-[ "$value" = 42 ] || verdict fail "a new login shell of $DESKTOP_USER sees EVALS_PROBE='$value', not 42"
-other=$(runuser -u nobody -- env -i HOME=/nonexistent PATH=/usr/bin:/bin bash -lc 'printf %s "$EVALS_PROBE"' 2>/dev/null)
-[ -z "$other" ] || verdict fail "another user sees EVALS_PROBE='$other'"
-verdict pass
+home=$USER_HOME
+# The one start-up file a login bash reads: the first of these that exists (regular files only:
+# a FIFO or a device would only hang the read).
+login=
+for f in .bash_profile .bash_login .profile; do
+    if [ -e "$home/$f" ] || [ -L "$home/$f" ]; then login=$f; break; fi
+done
+sets='^[[:space:]]*export[[:space:]]+EVALS_PROBE=("42"|'"'"'42'"'"'|42)[[:space:]]*(#.*)?$'
+readable() { [ -f "$1" ] && [ ! -L "$1" ]; }
+if [ -n "$login" ] && readable "$home/$login" && grep -Eq "$sets" "$home/$login"; then
+    verdict pass
+fi
+# ~/.bashrc counts when the login file sources it (Debian's ~/.profile does).
+if [ -n "$login" ] && readable "$home/$login" && readable "$home/.bashrc" \
+    && grep -Eq '^[[:space:]]*(\.|source)[[:space:]]+"?(\$HOME|~)/\.bashrc"?' "$home/$login" \
+    && grep -Eq "$sets" "$home/.bashrc"; then
+    verdict pass
+fi
+verdict fail "no start-up file a login shell of $DESKTOP_USER reads exports EVALS_PROBE=42 (login file: ${login:-none})"
