@@ -63,3 +63,10 @@ class CommandTimeout(CuRunError):
         super().__init__(message)
         self.stdout = stdout
         self.stderr = stderr
+
+
+class OutputTooLarge(CuRunError):
+    """A guest command sent more than the host reads (runner.guest.base.MAX_OUTPUT_BYTES): the
+    read was ended there, so a guest cannot cost the host its memory. Not the infrastructure's:
+    after the agent, the agent's doing (runner.scoring.blame)."""
+

@@ -114,6 +114,16 @@ def _base_interpreter(venv: Path) -> Path | None:
     return None
 
 
+MAX_READ_BYTES = 4 * 2**20  # of the metric's stdout (its answer is the last line) and of its stderr
+
+
+def _last_bytes(handle) -> bytes:
+    """The last MAX_READ_BYTES of the file HANDLE holds."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - MAX_READ_BYTES))
+    return handle.read(MAX_READ_BYTES)
+
+
 def _run(command: list[str], limits: Limits) -> Scoring:
     def limit() -> None:
         import resource
@@ -124,15 +134,20 @@ def _run(command: list[str], limits: Limits) -> Scoring:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     started = time.monotonic()
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               preexec_fn=limit, start_new_session=True, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-    try:
-        out, err = process.communicate(timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        return Scoring(None, error=f"the metric ran past {limits.wall_s:g} s and was killed",
-                       seconds=time.monotonic() - started, stderr=_tail(err))
+    # The metric's output goes to files, not pipes: what it prints comes of files the agent made,
+    # and the host reads back only its last MAX_READ_BYTES (the files are capped by RLIMIT_FSIZE).
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
+                                   preexec_fn=limit, start_new_session=True,
+                                   env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        try:
+            process.wait(timeout=limits.wall_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return Scoring(None, error=f"the metric ran past {limits.wall_s:g} s and was killed",
+                           seconds=time.monotonic() - started, stderr=_tail(_last_bytes(err_file)))
+        out, err = _last_bytes(out_file), _last_bytes(err_file)
     seconds = time.monotonic() - started
     lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
     try:

@@ -6,6 +6,18 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import OutputTooLarge
+
+
+# The most a guest command's output (stdout and stderr together) may hold before the host stops
+# reading and raises OutputTooLarge. A write-set listing of a large home is tens of MiB; an agent
+# could make one of gigabytes (200,000 entries with 8 KiB names), and the host keeps it in memory.
+MAX_OUTPUT_BYTES = 128 * 2**20
+
+
+def output_too_large(where: str) -> OutputTooLarge:
+    return OutputTooLarge(f"{where}: the guest's output passed {MAX_OUTPUT_BYTES // 2**20} MiB and the read was ended")
+
 
 @dataclass(frozen=True)
 class ExecResult:

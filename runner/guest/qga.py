@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import ExecResult, GuestShell
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
 from typing_extensions import override
 
 # Sends one agent command ({"execute": ..., "arguments": ...}) and returns its "return" value.
@@ -119,11 +119,14 @@ class QemuAgentShell(GuestShell):
         else:  # too long for one request: the shell reads it from a file instead of its stdin
             self._write(spool, text)
             arguments["arg"] = arguments["arg"][:-1] + [f"{spool}.in"]
+        # Before the exec, not after its reply: coreutils' timeout starts counting when the
+        # command starts, so a clock started later could read less than TIMEOUT when the kill
+        # comes, and a timed-out command would pass for one that exited 124 by itself.
+        started = time.monotonic()
         try:
             pid = self._call("guest-exec", **arguments)["pid"]
         except (KeyError, AgentCommandFailed) as exc:
             raise GuestUnreachable(f"the QEMU guest agent did not start the command: {exc}") from exc
-        started = time.monotonic()
         deadline = started + timeout + _KILL_GRACE
         pause = _POLL_FIRST
         status: dict = {}
@@ -158,8 +161,12 @@ class QemuAgentShell(GuestShell):
 
     def _output(self, path: str, stamp: str) -> str:
         """What the command stamped STAMP wrote to PATH; "" when it never got to write there."""
+        data = bytearray()
         try:
-            data = b"".join(self._chunks(path))
+            for piece in self._chunks(path):
+                data += piece
+                if len(data) > MAX_OUTPUT_BYTES:
+                    raise output_too_large(f"the QEMU guest agent's {path}")
         except AgentCommandFailed:
             return ""  # no command has made it yet
         mine, found, rest = data.partition(stamp.encode() + b"\n")

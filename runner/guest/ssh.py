@@ -17,7 +17,7 @@ from pathlib import Path
 import paramiko
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import ExecResult, GuestShell
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
 from typing_extensions import override
 
 # paramiko logs every refused or cut-short handshake at ERROR while a guest boots;
@@ -207,13 +207,14 @@ class SshShell(GuestShell):
         client = self._connected()
         try:
             channel = client.get_transport().open_session(timeout=10)
+            # Before the exec: the guest's timeout counts from the command's start (see QemuAgentShell).
+            started = time.monotonic()
             channel.exec_command(command)
         except Exception as exc:
             raise GuestUnreachable(f"SSH to {self.address} failed to start a command: {exc}") from exc
         sender = threading.Thread(target=_send_all, args=(channel, stdin or b""), daemon=True)
         sender.start()
         out, err = bytearray(), bytearray()
-        started = time.monotonic()
         deadline = started + timeout + _KILL_GRACE
         exited_at: float | None = None
         try:
@@ -222,6 +223,8 @@ class SshShell(GuestShell):
                     out += channel.recv(65536)
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
+                if len(out) + len(err) > MAX_OUTPUT_BYTES:
+                    raise output_too_large(f"SSH to {self.address}")
                 elif channel.exit_status_ready():
                     # sshd may report the exit status before it has forwarded the last of
                     # the output, so the status alone is not the end: wait for EOF, but

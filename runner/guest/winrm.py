@@ -34,7 +34,7 @@ from winrm.exceptions import (
 from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import ExecResult, GuestShell
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
 from typing_extensions import override
 
 PRELUDE = ("$ProgressPreference = 'SilentlyContinue'\r\n"
@@ -261,6 +261,9 @@ class WinRmShell(GuestShell):
                     continue  # no output within one operation timeout: look at the clock, ask again
                 out += stdout
                 err += stderr
+                if len(out) + len(err) > MAX_OUTPUT_BYTES:
+                    self._terminate(protocol, shell_id, command_id)
+                    raise output_too_large(f"WinRM at {self.address}")
                 if done:
                     break
         except CommandTimeout:

@@ -81,3 +81,11 @@ def test_a_check_that_errs_is_judged_against_the_nop_control(errors, control, vi
     judged = judge_check_errors(errors, control)
     assert [v["rule"] for v in judged.violations] == violations and judged.check_errors == kept
     assert all("the agent's doing" in v["detail"] for v in judged.violations)
+
+
+def test_output_past_the_cap_is_the_agents_after_it_acted_and_never_hidden():
+    from runner.errors import OutputTooLarge
+    error = OutputTooLarge("SSH to 127.0.0.1:2: the guest's output passed 128 MiB and the read was ended")
+    assert blame(error, "after_agent", None).outcome == "fail"
+    assert blame(error, "agent", None).outcome == "agent_error"
+    assert blame(error, "before_agent", None).outcome == "infra_error"  # the untouched image's own doing

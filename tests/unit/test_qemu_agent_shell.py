@@ -158,3 +158,11 @@ def test_a_program_the_guest_lacks_is_the_channel_failing(agent: FakeQemuAgent, 
     shell = QemuAgentShell(agent, environment=ENV, spool=str(tmp_path / "s"), timeout_path="/no/such/timeout")
     with pytest.raises(GuestUnreachable, match="did not start the command"):
         shell.run("true")
+
+
+def test_output_past_the_cap_ends_the_read_with_its_reason(shell: QemuAgentShell, monkeypatch) -> None:
+    from runner.errors import OutputTooLarge
+    monkeypatch.setattr("runner.guest.qga.MAX_OUTPUT_BYTES", 256 * 1024)
+    with pytest.raises(OutputTooLarge, match="the read was ended"):
+        shell.run("head -c 1000000 /dev/zero")
+    assert shell.run("echo still usable").stdout == "still usable\n"

@@ -188,3 +188,19 @@ def test_what_the_metrics_print_does_not_become_the_result(tmp_path, fake_packag
                                "expected": {"type": "rule", "rules": {}}})
     assert got.score == 0.0
     assert json.loads(got.stderr.strip().splitlines()[-1]) == {"score": 1.0}  # it went to stderr
+
+
+def test_a_metric_that_prints_without_end_costs_the_host_no_memory(tmp_path, fake_package):
+    """What a metric prints comes of files the agent made; the host keeps only its tail."""
+    import resource
+
+    (fake_package / "desktop_env/evaluators/metrics/fake.py").write_text(
+        FAKE_METRICS + "\ndef chatty(result, expected):\n    import sys\n    block = 'x' * 2**20 + '\\n'\n"
+        "    for _ in range(400):\n        sys.stdout.write(block)\n    return 1.0\n")
+    (fake_package / "desktop_env/evaluators/metrics/__init__.py").write_text(FAKE_INIT.rstrip() + ", chatty\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got = score(fake_package, {"func": "chatty", "result": {"type": "rule", "rules": {}},
+                               "expected": {"type": "rule", "rules": {}}})
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert got.score == 1.0, got
+    assert grown_mib < 100, f"the host's peak memory grew by {grown_mib:.0f} MiB reading 400 MiB of output"

@@ -61,3 +61,14 @@ def test_a_background_process_holding_stdout_does_not_hold_the_command(keys):
     returned_before_the_app_exited = not app_exited.is_set()
     assert result.exit_code == 0 and result.stdout == "started\n"
     assert returned_before_the_app_exited
+
+
+def test_output_past_the_cap_ends_the_read_with_its_reason(keys, monkeypatch):
+    from runner.errors import OutputTooLarge
+    monkeypatch.setattr("runner.guest.ssh.MAX_OUTPUT_BYTES", 256 * 1024)
+
+    def handler(command, script):
+        return [Out(b"x" * 65536)] * 20 + [Exit(0), Eof()]
+
+    with pytest.raises(OutputTooLarge, match="the read was ended"):
+        _run(keys, handler, "yes\n", timeout=30)

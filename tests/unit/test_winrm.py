@@ -241,3 +241,11 @@ def test_the_fakes_provisioned_sddl_comes_from_the_real_script(tmp_path):
     assert provisioned_sddl(stripped) == DEFAULT_ROOT_SDDL
     assert sddl_admits(provisioned_sddl(), {"Remote Management Users"})
     assert not sddl_admits(DEFAULT_ROOT_SDDL, {"Remote Management Users"})
+
+
+def test_output_past_the_cap_ends_the_read_with_its_reason(server, monkeypatch):
+    from runner.errors import OutputTooLarge
+    monkeypatch.setattr("runner.guest.winrm.MAX_OUTPUT_BYTES", 64 * 1024)
+    server.handler = lambda text: Reply(b"x" * 200_000)
+    with pytest.raises(OutputTooLarge, match="the read was ended"):
+        shell_for(server).run("Write-Output lots")
