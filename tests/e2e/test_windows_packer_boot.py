@@ -14,11 +14,13 @@ CD or DVD": it waits for a key, and turns its screen green once one arrives. The
   VM's screen captured on the VNC port cu-run chose.
 About 1.5 minutes (most of it the WinRM wait): the full tier."""
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -91,8 +93,10 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
     env = dict(os.environ, PACKER_LOG="1", CHECKPOINT_DISABLE="1", PACKER_NO_COLOR="1",
                PACKER_CACHE_DIR=str(tmp_path / "cache"))
     with log.open("w") as out:
+        # A session of its own: a failed assertion kills packer and the QEMU it started together
+        # (killed alone, packer leaves its QEMU running).
         packer = subprocess.Popen(packer_argv("packer", "build", variables), stdout=out, stderr=subprocess.STDOUT,
-                                  cwd=TEMPLATE_DIR, env=env)
+                                  cwd=TEMPLATE_DIR, env=env, start_new_session=True)
     try:
         command = wait_for_line(log, r"Executing /usr/bin/qemu-system-x86_64: \[\]string\{(.*)\}", packer, 120)
         args = json.loads("[" + command.group(1) + "]")
@@ -132,6 +136,7 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
         assert not (work / "output" / "disk.qcow2").exists()
         assert subprocess.run(["pgrep", "-f", f"file={iso},media=cdrom"], capture_output=True).returncode == 1
     finally:
-        if packer.poll() is None:
-            packer.kill()
-            packer.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(packer.pid, signal.SIGKILL)  # packer, and its QEMU if an assertion came first
+        packer.wait()
+        assert subprocess.run(["pgrep", "-f", f"file={iso},media=cdrom"], capture_output=True).returncode == 1
