@@ -221,10 +221,10 @@ class SshShell(GuestShell):
             while True:
                 if channel.recv_ready():
                     out += channel.recv(65536)
+                    _within_cap(out, err, self.address)
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                if len(out) + len(err) > MAX_OUTPUT_BYTES:
-                    raise output_too_large(f"SSH to {self.address}")
+                    _within_cap(out, err, self.address)
                 elif channel.exit_status_ready():
                     # sshd may report the exit status before it has forwarded the last of
                     # the output, so the status alone is not the end: wait for EOF, but
@@ -277,3 +277,10 @@ class SshShell(GuestShell):
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _within_cap(out: bytearray, err: bytearray, address: str) -> None:
+    """Ends the read once a command's output passes MAX_OUTPUT_BYTES (runner.guest.base)."""
+    if len(out) + len(err) > MAX_OUTPUT_BYTES:
+        raise output_too_large(f"SSH to {address}")
+

@@ -124,8 +124,10 @@ class FakeSshServer:
             script += chunk
         try:
             self._play(channel, command, bytes(script))
-        except OSError:
-            pass  # the client left first (it timed out): what a real sshd sees as a broken pipe
+        except (OSError, EOFError):
+            # The client left first (it timed out, or stopped reading at its output cap): what a
+            # real sshd sees as a broken pipe. paramiko says EOFError once the transport is gone.
+            pass
 
     def _play(self, channel: paramiko.Channel, command: str, script: bytes) -> None:
         for step in self.handler(command, script):
