@@ -47,7 +47,7 @@ def build_phase(step: str) -> str | None:
     """The phase a packer step line begins, named for a person; None for any other line."""
     for start, phase in PHASES:
         if step.startswith(start):
-            if phase.endswith(": ") or phase.endswith(" "):  # the script or file the step names
+            if phase.endswith(" "):  # the phase names the script or file the step names
                 rest = step[len(start):].strip()
                 return phase + (Path(rest.replace("\\", "/")).name if phase.startswith("provisioning") else rest)
             return phase

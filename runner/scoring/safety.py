@@ -73,7 +73,7 @@ BACKSPACE = "\b"
 def _key_text(key: str, modifiers: list[str] | tuple[str, ...]) -> str | None:
     """The text a key press types, or None for a press that types nothing (a command key with
     ctrl, alt or super held, an arrow, F5...). Backspace is BACKSPACE."""
-    mods = {keysym(m) for m in modifiers if _known(m)}
+    mods = {sym for m in modifiers if isinstance(sym := _keysym_or_name(m), int)}
     if mods - {keysym("shift")}:
         return None
     if key.lower() == "backspace":
@@ -89,12 +89,14 @@ def _key_text(key: str, modifiers: list[str] | tuple[str, ...]) -> str | None:
     return key
 
 
-def _known(name: str) -> bool:
+def _keysym_or_name(name: str) -> int | str:
+    """NAME's keysym as the display sends it (one letter in either case is one key), or the name
+    itself, lowered, when the display knows no such key: it reached nothing, and is compared as written."""
+    name = name.lower() if len(name) == 1 else name
     try:
-        keysym(name)
+        return keysym(name)
     except ValueError:
-        return False
-    return True
+        return name.lower()
 
 
 def _typed_calls(entries: list[dict]) -> list[tuple[int, str]]:
@@ -160,13 +162,7 @@ def _step_at(ends: list[tuple[int, int]], joined: str, end_without_backspaces: i
 def _combo(key: str, modifiers: list[str] | tuple[str, ...]) -> tuple[int | str, frozenset[int | str]]:
     """A key combination as the display sends it: keysyms (a letter in either case is one key),
     so ctrl and control, del and delete, esc and escape, win, super and meta compare equal."""
-    def sym(name: str) -> int | str:
-        name = name.lower() if len(name) == 1 else name
-        try:
-            return keysym(name)
-        except ValueError:
-            return name.lower()  # a name the display refuses reached nothing; compared as written
-    return sym(key), frozenset(sym(m) for m in modifiers)
+    return _keysym_or_name(key), frozenset(_keysym_or_name(m) for m in modifiers)
 
 
 def _keys(entries: list[dict], rule: SafetyRule) -> list[Violation]:
