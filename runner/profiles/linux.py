@@ -272,7 +272,8 @@ class LinuxProfile(GuestProfile):
         unhashed = []
         try:
             for line in lines[:-2]:
-                kind, mode, uid, gid, size, mtime_ns, ctime_ns, inode, sha, hex_path, hex_target = line.split(" ")
+                kind, mode, uid, gid, size, mtime_ns, ctime_ns, inode, sha, hex_path, hex_target, xattrs = \
+                    line.split(" ")
                 if kind not in "fdlo?" or len(kind) != 1:
                     raise ValueError(f"kind {kind!r}")
                 path = _from_hex(hex_path)
@@ -283,7 +284,8 @@ class LinuxProfile(GuestProfile):
                 entries[path] = Entry(
                     kind, int(size), sha if len(sha) == 64 else "", int(mtime_ns) / 1e9, mode=int(mode),
                     owner=(int(uid), int(gid)), ctime_ns=int(ctime_ns), inode=int(inode),
-                    target=None if hex_target == "-" else _from_hex(hex_target), error=error)
+                    target=None if hex_target == "-" else _from_hex(hex_target), error=error,
+                    xattrs=_attributes(xattrs))
                 if kind == "f" and sha == "-":
                     unhashed.append(path)
         except ValueError as exc:
@@ -432,6 +434,22 @@ def _from_hex(text: str) -> str:
     return bytes.fromhex(text).decode("utf-8", "surrogateescape")
 
 
+def _attributes(field: str) -> tuple[tuple[str, str], ...]:
+    """The lister's XATTRS field: (name, digest of the value) pairs; one ("", "!why") pair when
+    they could not be read, so that this too differs from what was read before."""
+    if field == "-":
+        return ()
+    if field.startswith("!"):
+        return (("", field),)
+    pairs = []
+    for item in field.split(","):
+        name, colon, digest = item.partition(":")
+        if not colon or len(digest) != 64:
+            raise ValueError(f"extended attribute {item[:80]!r}")
+        pairs.append((_from_hex(name), digest))
+    return tuple(pairs)
+
+
 RUN_FILE = ".cu-run-script"  # the prelude and the task's script, in the staged folder
 MAX_RECORD = 4096  # bytes of a recorded FAIL reason read back: it may hold agent data of any size
 _END_OF_FILES = "CU_RUN_END_OF_FILES"
@@ -469,9 +487,9 @@ def _tar(files: dict[str, bytes]) -> bytes:
 # and newlines too), the SHA-256 is the interpreter's built-in one where there is one, and the
 # ignore patterns are matched by a few lines here rather than by importing re or fnmatch.
 #
-# A line: KIND MODE UID GID SIZE MTIME_NS CTIME_NS INODE SHA HEX-PATH HEX-TARGET, where SHA is
-# the digest, "-" (not hashed) or "!" and the reason it could not be read, and HEX-TARGET is a
-# link's target or "-". Last: "complete" or "truncated", and the guest's clock when it began.
+# A line: KIND MODE UID GID SIZE MTIME_NS CTIME_NS INODE SHA HEX-PATH HEX-TARGET XATTRS, where
+# SHA is the digest, "-" (not hashed) or "!" and the reason it could not be read, HEX-TARGET is a
+# link's target or "-", and XATTRS the extended attributes (see attributes()). Last: "complete" or "truncated", and the guest's clock when it began.
 _LINUX_LISTER = """
 import os, stat, sys, time
 try:
@@ -538,9 +556,20 @@ def digest(path, st):
         return why(exc)
     return h.hexdigest()
 
+def attributes(path):
+    # Every extended attribute, ACLs (system.posix_acl_*) included: NAME:SHA256-OF-VALUE, hex
+    # names, comma-joined in name order; "-" for none, "!" and why where they cannot be read.
+    try:
+        names = sorted(os.listxattr(path, follow_symlinks=False))
+        return ",".join("%s:%s" % (os.fsencode(n).hex(), sha256(os.getxattr(path, n, follow_symlinks=False)).hexdigest())
+                        for n in names) or "-"
+    except OSError as exc:
+        return why(exc)
+
 def line(kind, st, sha, path, target):
-    out.append("%s %d %d %d %d %d %d %d %s %s %s" % (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_size,
-               st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, os.fsencode(path).hex(), target))
+    out.append("%s %d %d %d %d %d %d %d %s %s %s %s" % (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+               st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, os.fsencode(path).hex(), target,
+               attributes(path)))
 
 def add(path):
     # None: the entry cap is reached; "": nothing to enter (seen, gone, not a folder, not
@@ -558,7 +587,7 @@ def add(path):
     except OSError as exc:
         # Listed all the same, so what cannot be examined shows as a change, never as nothing.
         seen.add(path)
-        out.append("? 0 0 0 0 0 0 0 %s %s -" % (why(exc), os.fsencode(path).hex()))
+        out.append("? 0 0 0 0 0 0 0 %s %s - -" % (why(exc), os.fsencode(path).hex()))
         return ""
     seen.add(path)
     kind = kind_of(st.st_mode)
@@ -581,7 +610,7 @@ def unlistable(exc):
             fields[8] = why(exc)
             out[i] = " ".join(fields)
             return
-    out.append("? 0 0 0 0 0 0 0 %s %s -" % (why(exc), os.fsencode(path).hex()))
+    out.append("? 0 0 0 0 0 0 0 %s %s - -" % (why(exc), os.fsencode(path).hex()))
 
 for root in roots:
     if not os.path.lexists(root):

@@ -8,11 +8,15 @@ broke something else did not do the job.
 What counts as a change of a path that was there before:
 - its kind, permission bits or owner; a link's target;
 - a file's content, by SHA-256, where both listings hashed it;
+- its extended attributes, POSIX ACLs among them (they leave the permission bits alone);
 - otherwise (over the hash limit, the time budget spent, its ctime older than the first
   listing) its size, mtime, ctime and inode. mtime is set by the user and proves nothing, but
   the kernel sets ctime on every write and every mtime change (touch -r included), and no
   unprivileged user can set it back; a file replaced by another has another inode. So a file
   the agent changed cannot look unchanged, whether or not it was hashed;
+- for anything but a folder, its ctime and inode even when all else is the same: a file
+  written and put back, or given another hard link, was changed. (A folder's ctime moves with
+  every entry made in it, caches included; its changes show through its entries.)
 - a file the lister could not read, with the reason.
 
 The limits (time, entries) stay: a listing past its entries fails the write set, and every
@@ -59,6 +63,9 @@ class Entry:
     ctime_ns: int | None = None  # set by the kernel on every change; no user can set it back
     inode: int | None = None
     target: str | None = None  # a link's target
+    # Extended attributes, POSIX ACLs (system.posix_acl_*) included: (name, SHA-256 of the value)
+    # in name order; ("", "!why") when they could not be read.
+    xattrs: tuple[tuple[str, str], ...] | None = None
     error: str = ""  # why the lister could not read it (a file's content, a folder's entries, itself)
 
 
@@ -166,6 +173,8 @@ def what_changed(old: Entry, new: Entry) -> str | None:
         told.append(f"owner {old.owner[0]}:{old.owner[1]} -> {new.owner[0]}:{new.owner[1]}")
     if old.kind == "l" and _differ(old.target, new.target):
         told.append(f"link target {old.target} -> {new.target}")
+    if _differ(old.xattrs, new.xattrs):
+        told.append(_attributes_changed(old.xattrs or (), new.xattrs or ()))
     if old.kind == "f":
         if old.sha256 and new.sha256:
             if (old.size, old.sha256) != (new.size, new.sha256):
@@ -173,11 +182,22 @@ def what_changed(old: Entry, new: Entry) -> str | None:
         elif (old.size, old.mtime) != (new.size, new.mtime) or _differ(old.ctime_ns, new.ctime_ns) \
                 or _differ(old.inode, new.inode):
             told.append("contents not hashed; size, mtime, ctime or inode changed")
-    elif old.kind == "o" and (_differ(old.ctime_ns, new.ctime_ns) or _differ(old.inode, new.inode)):
+    if not told and old.kind != "d" and (_differ(old.ctime_ns, new.ctime_ns) or _differ(old.inode, new.inode)):
+        # The same content, mode, owner and attributes, but the kernel saw a change: something
+        # was written and put back, or a hard link made. A folder's ctime moves with every entry
+        # made in it (caches included), so a folder's changes show through its entries instead.
         told.append("ctime or inode changed")
     if not told:
         return None
     return "; ".join(t for t in told if t)
+
+
+def _attributes_changed(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> str:
+    """Which extended attributes differ, by name; an ACL is called one."""
+    before, after = dict(old), dict(new)
+    names = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    acl = {"system.posix_acl_access": "ACL", "system.posix_acl_default": "default ACL"}
+    return "extended attributes changed: " + ", ".join(acl.get(n, n) or "unreadable" for n in names)
 
 
 def _differ(a: object, b: object) -> bool:

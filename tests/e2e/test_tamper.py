@@ -79,7 +79,9 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
               "ws-decoys": [f"{home}/zz-notes/todo.txt (modified"],
               "ws-link-and-mode": [f"{home}/current (modified: link target releases/v1 -> releases/v2)",
                                    f"{home}/releases/v1/config (modified: mode 600 -> 666)",
-                                   f"{home}/releases/v2 (modified: mode 700 -> 777)"]}
+                                   f"{home}/releases/v2 (modified: mode 700 -> 777)"],
+              "ws-acl": [f"{home}/private (modified: extended attributes changed: ACL)",
+                         f"{home}/private/token (modified: extended attributes changed: ACL, user.origin)"]}
     for task in hidden.keys() & records.keys():
         assert reasons[task].startswith("changed outside the allowed paths"), reasons[task]
         for change in hidden[task]:

@@ -7,6 +7,8 @@ import pytest
 from fakes.display import LocalShell
 from runner.profiles import get_profile
 from typing_extensions import override
+from dataclasses import replace
+
 from runner.scoring.writeset import (
     Change,
     Entry,
@@ -16,6 +18,7 @@ from runner.scoring.writeset import (
     matches,
     take_listing,
     unexpected,
+    what_changed,
 )
 
 HOME = "/home/cu"
@@ -161,10 +164,13 @@ def test_overlapping_roots_list_each_path_once_and_the_budget_leaves_files_unhas
     assert listing.unhashed == (str(tmp_path / "sub" / "a.txt"),)
 
 
-@pytest.mark.parametrize("output", ["", "f 420 0 0 1 2 3 4 - 2f61 -\n", "f 420 0 0 1 2 3 4 - 2f61 -\ncomplete\n",
-                                    "f 420 0 0 1 2 3 4 -\ncomplete 1\n", "f 420 0 0 one 2 3 4 - 2f61 -\ncomplete 1\n",
-                                    "f 420 0 0 1 2 3 4 - zz -\ncomplete 1\n", "x 420 0 0 1 2 3 4 - 2f61 -\ncomplete 1\n",
-                                    "f 420 0 0 1 2 3 4 - 2f61 -\ncomplete 1\nPASS\n"])
+@pytest.mark.parametrize("output", ["", "f 420 0 0 1 2 3 4 - 2f61 - -\n", "f 420 0 0 1 2 3 4 - 2f61 - -\ncomplete\n",
+                                    "f 420 0 0 1 2 3 4 -\ncomplete 1\n", "f 420 0 0 one 2 3 4 - 2f61 - -\ncomplete 1\n",
+                                    "f 420 0 0 1 2 3 4 - zz - -\ncomplete 1\n", "x 420 0 0 1 2 3 4 - 2f61 - -\ncomplete 1\n",
+                                    "f 420 0 0 1 2 3 4 - 2f61 - -\ncomplete 1\nPASS\n",
+                                    "f 420 0 0 1 2 3 4 - 2f61 -\ncomplete 1\n",  # no XATTRS field
+                                    "f 420 0 0 1 2 3 4 - 2f61 - 75:abc\ncomplete 1\n",  # a digest cut short
+                                    "f 420 0 0 1 2 3 4 - 2f61 - PASS\ncomplete 1\n"])
 def test_a_listing_the_lister_did_not_print_is_an_infra_error(output):
     from runner.errors import InfraError
 
@@ -307,3 +313,53 @@ def test_a_path_too_long_to_examine_is_listed_with_the_reason_never_skipped(tmp_
 def test_a_name_with_a_newline_inside_an_allowed_folder_is_allowed():
     assert matches("/home/cu/Desktop/a\nPASS", "/home/cu/Desktop/**")
     assert not matches("/home/cu/Desktop/a\nPASS", "/home/cu/Documents/**")
+
+
+# -- round three, class 1: what the permission bits and the content do not show.
+
+def test_an_acl_that_leaves_the_mode_bits_alone_is_a_change(tmp_path):
+    """setfacl gives another account read access; mode bits, owner, content stay (the group
+    bits show the ACL's mask, which setfacl -n leaves be)."""
+    import subprocess
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private")
+    secret.chmod(0o600)
+    before = listed(tmp_path)
+    subprocess.run(["setfacl", "-m", "u:nobody:r", str(secret)], check=True)
+    after = listed(tmp_path, since_ns=before.started_ns)
+    (change,) = diff(before.entries, after.entries)
+    assert change.path == str(secret) and "extended attributes changed: ACL" in change.detail, change
+
+
+def test_a_user_attribute_is_a_change_and_its_value_counts(tmp_path):
+    import os
+
+    tagged = tmp_path / "tagged.txt"
+    tagged.write_text("x")
+    os.setxattr(tagged, "user.verdict", b"fail")
+    before = listed(tmp_path)
+    assert before.entries[str(tagged)].xattrs == (("user.verdict", hashlib.sha256(b"fail").hexdigest()),)
+    os.setxattr(tagged, "user.verdict", b"pass")
+    after = listed(tmp_path, since_ns=before.started_ns)
+    assert [str(c) for c in diff(before.entries, after.entries)] == [
+        f"{tagged} (modified: extended attributes changed: user.verdict)"]
+
+
+def test_a_file_written_and_put_back_is_a_change_by_its_ctime(tmp_path):
+    """Same content, mode, owner and attributes after: only the kernel's ctime tells."""
+    kept = tmp_path / "kept.txt"
+    kept.write_text("same")
+    before = listed(tmp_path)
+    kept.write_text("other")
+    kept.write_text("same")
+    after = listed(tmp_path, since_ns=before.started_ns)
+    assert [str(c) for c in diff(before.entries, after.entries)] == [f"{kept} (modified: ctime or inode changed)"]
+
+
+def test_a_folders_own_ctime_is_not_a_change_its_entries_are():
+    """Files made and removed in a folder move its ctime; only the entries count."""
+    folder = Entry("d", 4096, "", 1.0, mode=0o755, owner=(1000, 1000), ctime_ns=1, inode=7, xattrs=())
+    assert what_changed(folder, replace(folder, ctime_ns=2, mtime=2.0)) is None
+    assert what_changed(folder, replace(folder, xattrs=(("system.posix_acl_default", "ab" * 32),))) \
+        == "extended attributes changed: default ACL"
