@@ -717,9 +717,67 @@ def _kill_new_script(user: DesktopUser, keep: frozenset[str]) -> str:
         "    frozen || { echo \"the user's slice did not freeze\" >&2; exit 5; }\n"
         "    froze=1\n"
         "fi\n"
+        + _STOP_STARTERS
+        + _hide_bus_services(user)
         + _kill_outside(_KEPT)
         + "[ $froze = 0 ] || echo 0 > \"$cg/cgroup.freeze\" || exit 6\n"
-        "for p in $(pgrep -u \"$u\"); do kill -CONT \"$p\" 2>/dev/null; done\n"
+        "for p in $(pgrep -u \"$u\"); do case \"$starters\" in *\" $p \"*) ;; *) kill -CONT \"$p\" 2>/dev/null;; esac; done\n"
+        + _reload_bus(user)
         # What a kept process started in the moment since the thaw.
         + _kill_outside(_KEPT)
-        + "echo \"killed the desktop user's processes started during the episode, and its terminals' shells\"\n")
+        + "echo \"killed the desktop user's processes started during the episode, and its terminals' shells\"\n"
+        "[ \"$starters\" = ' ' ] || echo \"stopped the processes that start others for the user:$starters\"\n"
+        "[ -z \"$hidden\" ] || echo \"hid the user's session-bus services:$hidden\"\n")
+
+
+# Kept processes whose job is to start others, which would start the agent's code again after
+# the kill: the user's service manager (systemd --user: a unit with Restart=always, a timer, a
+# socket; its own cgroup is user@UID.service/init.scope) and the XSMP session managers (they
+# restart their clients). SIGSTOP while the slice is frozen, so they never run again, and no
+# SIGCONT after. The verifier needs neither: the services the desktop runs are running.
+_SESSION_MANAGERS = ("xfce4-session", "gnome-session-b", "gnome-session-c", "lxsession", "lxqt-session",
+                     "mate-session", "ksmserver", "cinnamon-sessio")
+_STOP_STARTERS = (
+    "starters=' '; bus=0\n"
+    "for p in $(pgrep -u \"$u\"); do\n"
+    "    { l=; read -r l < \"/proc/$p/cgroup\"; c=; read -r c < \"/proc/$p/comm\"; } 2>/dev/null\n"
+    "    case \"$c\" in dbus-daemon|dbus-broker) bus=1;; esac\n"
+    "    case \"$l\" in *\"/user@$u.service/init.scope\") ;; *)\n"
+    f"        case \"$c\" in {'|'.join(_SESSION_MANAGERS)}) ;; *) continue;; esac;; esac\n"
+    "    kill -STOP \"$p\" 2>/dev/null && starters=\"$starters$p \"\n"
+    "done\n")
+
+
+def _hide_bus_services(user: DesktopUser) -> str:
+    """The session bus starts a service named in a file of the user's own service folders
+    (~/.local/share/dbus-1/services; $XDG_RUNTIME_DIR/dbus-1/services) when anything asks for
+    its name: a verifier's query would start the agent's code, which would answer it. Each
+    such folder that exists gets an empty read-only tmpfs over it, and the bus reloads after
+    the thaw (_reload_bus). The disk keeps what the agent left, but the listing after does not
+    enter the tmpfs: ~/.local is the desktop's own churn, which the write set ignores anyway.
+    The folder as the bus resolves it: a link to elsewhere is followed to what it names."""
+    folders = (f"{shlex.quote(user.home)}/.local/share/dbus-1/services", '"/run/user/$u/dbus-1/services"')
+    return (
+        "hidden=\n"
+        f"for d in {' '.join(folders)}; do\n"
+        "    [ -d \"$d\" ] || continue\n"
+        "    r=$(realpath -e -- \"$d\") || continue\n"
+        "    mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0555 cu-run-quarantine \"$r\" || exit 7\n"
+        "    hidden=\"$hidden $r\"\n"
+        "done\n")
+
+
+def _reload_bus(user: DesktopUser) -> str:
+    """A running session bus read the hidden folders before: told to reload its configuration,
+    it forgets their services, and answers only once it has (dbus-send waits for the reply). As
+    the user, over the bus's socket, where a bus of the user's runs (_STOP_STARTERS sets bus=1);
+    none that runs now can start later, its starter stopped. Bounded: the agent may have stopped
+    the bus. A bus that did not reload could still start the agent's code: the quarantine fails
+    (exit 8)."""
+    return (
+        "if [ -n \"$hidden\" ] && [ $bus = 1 ] && [ -S \"/run/user/$u/bus\" ]; then\n"
+        f"    timeout 10 runuser -u {shlex.quote(user.name)} -- "
+        "env DBUS_SESSION_BUS_ADDRESS=\"unix:path=/run/user/$u/bus\" "
+        "dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus "
+        "org.freedesktop.DBus.ReloadConfig >/dev/null || { echo \"the session bus did not reload\" >&2; exit 8; }\n"
+        "fi\n")

@@ -148,3 +148,63 @@ def test_a_thread_group_whose_leader_exited_is_alive_and_is_killed(nobody_proces
     quarantine(LocalShell(), USER, LINUX, keep=spared)
     assert not Path(f"/proc/{pid}").exists() or not [t for t in Path(f"/proc/{pid}/task").iterdir()
                                                      if t.name != str(pid)]
+
+
+# -- round three, class 4: what the kept processes could start again after the kill.
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")
+def test_a_kept_session_manager_is_stopped_for_good_and_others_run_on(nobody_processes):
+    """A session manager restarts its clients (XSMP): kept, it is stopped and never continued,
+    while other kept processes are continued. Found by its name (comm), as in the guest."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="cu-run-test-"))  # nobody may run what is in it
+    folder.chmod(0o755)
+    manager = folder / "xfce4-session"
+    manager.write_bytes(Path("/bin/sleep").read_bytes())
+    manager.chmod(0o755)
+    nobodys(str(manager), "306")
+    nobodys("sleep", "307")
+    deadline = time.monotonic() + 10
+    while not (running("xfce4-session 306") and running("^sleep 307")):
+        assert time.monotonic() < deadline, "nobody's processes did not start"
+        time.sleep(0.05)
+    spared = user_processes(LocalShell(), USER, LINUX)
+    said = quarantine(LocalShell(), USER, LINUX, keep=spared)
+    (pid,) = running("xfce4-session 306")
+    assert f"stopped the processes that start others for the user: {pid}" in said
+    assert list(running("xfce4-session 306").values()) == ["T"]
+    assert list(running("^sleep 307").values()) == ["S"]
+    subprocess.run(["pkill", "-9", "-u", "nobody"])
+    subprocess.run(["rm", "-rf", str(folder)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts over the user's folders")
+def test_the_users_own_session_bus_services_are_hidden_from_the_bus(nobody_processes, tmp_path):
+    """A service file the agent left where the session bus looks is out of its sight after the
+    quarantine: an empty read-only tmpfs lies over the folder. Through a link too: the folder
+    the bus would read is the one hidden."""
+    home = tmp_path / "home"
+    real = tmp_path / "elsewhere" / "services"
+    real.mkdir(parents=True)
+    (real / "org.example.Fake.service").write_text("[D-BUS Service]\nName=org.example.Fake\nExec=/bin/true\n")
+    (home / ".local" / "share" / "dbus-1").mkdir(parents=True)
+    (home / ".local" / "share" / "dbus-1" / "services").symlink_to(real)
+    user = DesktopUser("nobody", str(home))
+    try:
+        said = quarantine(LocalShell(), user, LINUX, keep=frozenset())
+        assert f"hid the user's session-bus services: {real}" in said
+        assert list(real.iterdir()) == []
+        with pytest.raises(OSError):
+            (real / "new.service").write_text("x")
+    finally:
+        subprocess.run(["umount", str(real)])
+    assert [p.name for p in real.iterdir()] == ["org.example.Fake.service"]  # the disk as the agent left it
+
+
+def test_nothing_is_hidden_where_the_user_made_no_bus_services(tmp_path):
+    from runner.profiles.linux import _hide_bus_services
+
+    script = "u=99999\n" + _hide_bus_services(DesktopUser("nobody", str(tmp_path))) + 'echo "[$hidden]"\n'
+    found = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    assert found.returncode == 0 and found.stdout == "[]\n"
