@@ -489,7 +489,8 @@ def _tar(files: dict[str, bytes]) -> bytes:
 #
 # A line: KIND MODE UID GID SIZE MTIME_NS CTIME_NS INODE SHA HEX-PATH HEX-TARGET XATTRS, where
 # SHA is the digest, "-" (not hashed) or "!" and the reason it could not be read, HEX-TARGET is a
-# link's target or "-", and XATTRS the extended attributes (see attributes()). Last: "complete" or "truncated", and the guest's clock when it began.
+# link's target or "-", and XATTRS the extended attributes (see attributes()). Last: "complete"
+# or "truncated", and the guest's clock when it began.
 _LINUX_LISTER = """
 import os, stat, sys, time
 try:
