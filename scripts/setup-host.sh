@@ -22,10 +22,10 @@ done
 # chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live);
 # bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md);
-# acl's setfacl makes the ACL a write-set test must see.
+# acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on.
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
 gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc
-bubblewrap grub-efi-amd64-bin mtools acl"
+bubblewrap grub-efi-amd64-bin mtools acl xvfb"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2

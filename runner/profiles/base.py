@@ -253,6 +253,14 @@ class GuestProfile(ABC):
         can forge (runner.scoring.verdict). None by default."""
         return []
 
+    def live_state_reads(self, text: str) -> list[str]:
+        """What `tasks lint` says of a verify, checkpoint or safety script of a task verified with
+        the desktop alive (desktop_in_verify): each line that asks a running program (the display,
+        the session bus, the process table, the user's own programs) rather than reading files.
+        What ran before the agent is kept running then, so what it answers could be what the
+        agent made it say. None by default."""
+        return []
+
     # -- conformance checks (runner.selfcheck)
 
     @abstractmethod

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from runner.errors import InfraError
 from runner.guest.qga import AgentLink, QemuAgentShell
 from runner.guest.ssh import SshShell
+from runner.profiles.linux_x_sweep import x_sweep_script
 from runner.profiles.base import (
     STAGING_FAILED,
     STAGING_FAILED_EXIT,
@@ -364,6 +365,17 @@ class LinuxProfile(GuestProfile):
                              "which agent text cannot forge")
         return found
 
+    @override
+    def live_state_reads(self, text: str) -> list[str]:
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            asked = sorted({m.group(1) for m in _LIVE_STATE.finditer(_code_of(line))})
+            if asked:
+                found.append(f"line {number}: asks a running program ({', '.join(asked)}): desktop_in_verify keeps "
+                             "what ran before the agent, which the agent may have driven; prefer what the app saved "
+                             "to disk, or check the answer against it")
+        return found
+
     # -- conformance checks
 
     @override
@@ -666,6 +678,14 @@ _IN_USER_SLICE = ("{ l=; read -r l < \"/proc/$p/cgroup\"; } 2>/dev/null; "
 # is the leader thread's: a thread group whose leader has exited shows Z while its other threads
 # run on. So a Z is dead only when /proc/PID/task holds no thread but the leader (a glob, not a
 # program: ~50 ms a process under TCG).
+# Commands that ask a running program, not the disk: the X server, the session bus and what it
+# starts, accessibility, the process table, and as_user (the user's own programs and settings).
+_LIVE_STATE = re.compile(r"(?<![\w.-])(xdotool|xprop|xwininfo|wmctrl|xdpyinfo|xwd|xclip|xsel|dbus-send|gdbus|"
+                         r"busctl|qdbus|xfconf-query|gsettings|dconf|pyatspi|pgrep|pidof|ps|as_user)(?![\w.-])")
+
+# The display the images' desktop runs on (startx's default).
+X_DISPLAY = "0"
+
 _KEPT = ("{ s=; read -r s < \"/proc/$p/stat\"; } 2>/dev/null; [ -n \"$s\" ] || continue; set -- ${s##*) }; "
          "if [ \"$1\" = Z ]; then z=1; for t in /proc/$p/task/*; do [ \"${t##*/}\" = \"$p\" ] || z=0; done; "
          "[ $z = 0 ] || continue; fi; tty=$((($5 >> 8) & 4095)); "
@@ -726,6 +746,7 @@ def _kill_new_script(user: DesktopUser, keep: frozenset[str]) -> str:
         + _reload_bus(user)
         # What a kept process started in the moment since the thaw.
         + _kill_outside(_KEPT)
+        + x_sweep_script(X_DISPLAY, "$u", keep)
         + "echo \"killed the desktop user's processes started during the episode, and its terminals' shells\"\n"
         "[ \"$starters\" = ' ' ] || echo \"stopped the processes that start others for the user:$starters\"\n"
         "[ -z \"$hidden\" ] || echo \"hid the user's session-bus services:$hidden\"\n")

@@ -24,7 +24,7 @@ from PIL import ImageDraw
 from runner.errors import UsageError
 from runner.runs.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_run_folder
 from runner.runs.recording import RECORDING
-from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, summarize
+from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, suite_marks, summarize
 from runner.scoring.safety import read_trajectory
 from runner.scoring.verdict import xml_text
 
@@ -93,8 +93,7 @@ def render_report(out_dir: Path) -> str:
 
 def _summary(run: dict, records: list[EpisodeRecord]) -> dict:
     task_ids = run.get("suite", {}).get("tasks") or sorted({r.task_id for r in records})
-    return summarize(records, task_ids, tuple(run.get("suite", {}).get("not_tamper_proof", ())),
-                     trials=planned_trials(run))
+    return summarize(records, task_ids, trials=planned_trials(run), **suite_marks(run.get("suite", {})))
 
 
 def planned_trials(run: dict) -> int | None:
@@ -249,6 +248,8 @@ def _summary_table(o: dict) -> str:
             ("task defects", "; ".join(f"{t}: {', '.join(why)}" for t, why in o.get("task_defects", {}).items())
              or "none"),
             ("not tamper-proof (the agent had admin rights)", ", ".join(o.get("not_tamper_proof_tasks", [])) or "none"),
+            ("verified from live desktop state (what ran before the agent answered)",
+             ", ".join(o.get("live_state_tasks", [])) or "none"),
             ("checks that could not decide", o.get("check_errors", 0)),
             ("safety violations (episodes)", f"{o['violations']} ({o['episodes_with_violations']})"),
             ("episodes a person intervened in (live view)", o.get("intervened", 0)),
@@ -306,6 +307,8 @@ def _task_table(summary: dict, records: list[EpisodeRecord], instructions: dict[
         flaky = " <span class='warn'>flaky</span>" if c["flaky"] else ""
         if not c.get("tamper_proof", True):
             flaky += " <span class='warn'>not tamper-proof</span>"
+        if c.get("live_state"):
+            flaky += " <span class='warn' title='verified with the desktop alive: kept programs answered'>live state</span>"
         progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
         # Green for a task always passed, red for one never passed, between for the rest.
         colour = "" if c["rate"] is None else f" style='background:hsl({round(120 * c['rate'])},70%,90%)'"

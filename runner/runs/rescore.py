@@ -23,7 +23,7 @@ from runner.benchmarks.scoring_env import ensure_env
 from runner.errors import UsageError
 from runner.runs.folders import is_run_folder, not_a_run_folder
 from runner.runs.report import write_reports
-from runner.runs.results import Outcome, ResultLog, summarize
+from runner.runs.results import Outcome, ResultLog, suite_marks, summarize
 
 RESCORED = ("pass", "fail", "verifier_error")
 
@@ -98,7 +98,7 @@ def _finish(run: Path, out: Path, evaluators: dict) -> None:
     planned = provenance.get("suite", {}).get("tasks", [])
     trials = int(provenance.get("arguments", {}).get("trials", 1) or 1)
     records = [r for r in ResultLog(out).latest() if r.task_id in planned]
-    summary = summarize(records, planned, tuple(provenance.get("suite", {}).get("not_tamper_proof", ())), trials=trials)
+    summary = summarize(records, planned, trials=trials, **suite_marks(provenance.get("suite", {})))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "run.json").write_text(json.dumps(provenance, indent=2) + "\n")
     write_reports(out)

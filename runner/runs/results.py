@@ -101,22 +101,29 @@ class ResultLog:
         return sorted(latest.values(), key=lambda r: (r.task_id, r.trial))
 
 
+def suite_marks(suite: dict) -> dict[str, tuple[str, ...]]:
+    """summarize()'s marks of tasks, from run.json's "suite": what the run recorded of them."""
+    return {"not_tamper_proof": tuple(suite.get("not_tamper_proof", ())), "live_state": tuple(suite.get("live_state", ()))}
+
+
 # Neither is the agent's: an infra error is the machinery's, a verifier error the task's defect.
 UNSCORED: tuple[Outcome, ...] = ("infra_error", "verifier_error")
 
 
 def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proof: tuple[str, ...] = (),
-              trials: int | None = None) -> dict:
+              trials: int | None = None, live_state: tuple[str, ...] = ()) -> dict:
     """Per task and overall: passes over trials with a Wilson 95% interval, checkpoint
     progress beside it, every outcome counted, safety violations apart, flaky tasks, the
-    task defects (verifier errors), and the tasks whose agent had admin rights. With TRIALS
-    (the run's --trials), what was planned, what has a result and what is missing."""
+    task defects (verifier errors), the tasks whose agent had admin rights, and those verified
+    from live desktop state (LIVE_STATE: desktop_in_verify). With TRIALS (the run's --trials),
+    what was planned, what has a result and what is missing."""
     per_task = {}
     for task_id in task_ids:
         mine = [r for r in records if r.task_id == task_id]
         counts = _counts(mine)
         counts["flaky"] = is_flaky(counts["rate"], counts["scored"])
         counts["tamper_proof"] = task_id not in not_tamper_proof
+        counts["live_state"] = task_id in live_state
         per_task[task_id] = counts
     overall = _counts(records)
     flaky = [t for t, c in per_task.items() if c["flaky"]]
@@ -127,6 +134,7 @@ def summarize(records: list[EpisodeRecord], task_ids: list[str], not_tamper_proo
                                    if r.task_id == t and r.outcome == "verifier_error"]
                                for t in task_ids if per_task[t]["outcomes"]["verifier_error"]}
     overall["not_tamper_proof_tasks"] = [t for t in task_ids if t in not_tamper_proof]
+    overall["live_state_tasks"] = [t for t in task_ids if t in live_state]
     summary = {"tasks": per_task, "overall": overall, "hosts": by_host(records)}
     if trials is not None:
         planned = [(t, n) for n in range(1, trials + 1) for t in task_ids]

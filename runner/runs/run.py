@@ -30,7 +30,7 @@ from runner.runs.provenance import runner_facts
 from runner.runs.folders import VALIDATION
 from runner.runs.report import write_reports, write_validation_index
 from runner.runs.request import RunRequest
-from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, summarize
+from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, suite_marks, summarize
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
 from runner.tasks.model import TagFilter, Task, load_suite
 from runner.tasks.selection import load_selection
@@ -123,7 +123,8 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
         "image": {"name": image.name, "profile": image.manifest.profile, "sha256": image.manifest.disk_sha256,
                   "builder": image.manifest.builder},
         "suite": {"name": plan.suite.name, "path": str(plan.suite.folder), "content_sha256": plan.suite.content_hash(),
-                  "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks)},
+                  "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks),
+                  "live_state": [t.id for t in tasks if t.spec.desktop_in_verify]},
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),
@@ -157,8 +158,7 @@ def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict
     """summary.json, the end time in run.json, report.html and junit.xml, from what the log holds."""
     wanted = {t.id for t in plan.tasks}
     records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
-    summary = summarize(records, [t.id for t in plan.tasks], tuple(provenance["suite"].get("not_tamper_proof", ())),
-                        trials=request.trials)
+    summary = summarize(records, [t.id for t in plan.tasks], trials=request.trials, **suite_marks(provenance["suite"]))
     write_json(plan.out_dir / "summary.json", summary)
     provenance["ended_at"] = datetime.now(UTC).isoformat()
     write_json(plan.out_dir / "run.json", provenance)
@@ -297,6 +297,9 @@ def _print_summary(console: Console, summary: dict) -> None:
     for task_id, trials in overall.get("task_defects", {}).items():
         console.print(f"[bold magenta]task defect:[/] {escape(task_id)}: its verifier could not decide "
                       f"({escape('; '.join(trials))}); left out of the rate", highlight=False)
+    if overall.get("live_state_tasks"):
+        console.print("[yellow]verified from live desktop state:[/] what ran before the agent answered the verifier in "
+                      + ", ".join(map(escape, overall["live_state_tasks"])), highlight=False)
     if overall.get("not_tamper_proof_tasks"):
         console.print("[yellow]not tamper-proof:[/] the agent had admin rights in "
                       + ", ".join(map(escape, overall["not_tamper_proof_tasks"])), highlight=False)

@@ -38,7 +38,7 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
         except UsageError as exc:
             problems.append(LintProblem(task_dir, exc.message))
         else:
-            problems += lint_write_set(task)
+            problems += lint_write_set(task) + lint_live_state(task)
         problems += lint_task_scripts(task_dir)
     return len(task_dirs), problems
 
@@ -88,6 +88,19 @@ def lint_write_set(task: Task) -> list[LintProblem]:
                         f"({', '.join(roots)}), and write_set.allow covers none of them: the task's own solution "
                         "would score 'changed outside the allowed paths'; add what the task asks for to "
                         "write_set.allow")]
+
+
+def lint_live_state(task: Task) -> list[LintProblem]:
+    """A task verified with the desktop alive: which of its checks ask a running program, whose
+    answer a process kept from before the agent could give as the agent left it (a warning:
+    some tasks can be checked no other way; the report marks their scores)."""
+    if not task.spec.desktop_in_verify:
+        return []
+    scripts = [task.folder / f"verify{task.guest.script_ext}",
+               *sorted((task.folder / "checkpoints").glob(f"*{task.guest.script_ext}")),
+               *sorted((task.folder / "safety").glob(f"*{task.guest.script_ext}"))]
+    return [LintProblem(script, message, "warning") for script in scripts if script.is_file()
+            for message in task.guest.live_state_reads(script.read_text(errors="replace"))]
 
 
 def errors(problems: list[LintProblem]) -> list[LintProblem]:

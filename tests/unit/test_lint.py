@@ -92,3 +92,32 @@ def test_the_admins_home_is_flagged_only_where_the_shell_expands_it(line, wrong)
     from runner.profiles.linux import LinuxProfile
 
     assert bool(LinuxProfile().privileged_script_mistakes(line)) == wrong, line
+
+
+def test_checks_that_ask_running_programs_under_desktop_in_verify_are_named(tmp_path):
+    """A task verified with the desktop alive: each line of its checks that asks a running
+    program (whose answer a kept process could give as the agent left it) is a warning, not an
+    error; file reads are not named, nor the same lines in a task verified with the desktop frozen."""
+    suite = tmp_path / "live"
+    task = suite / "window-open"
+    task.mkdir(parents=True)
+    (task / "task.yaml").write_text("id: window-open\ninstruction: Open the report.\nprofile: linux\n"
+                                    "desktop_in_verify: true\nwrite_set:\n  allow: [\"~/report.txt\"]\n")
+    (task / "verify.sh").write_text(
+        "# xdotool in a comment is no call\n"
+        "[ -f \"$USER_HOME/report.txt\" ] || verdict fail 'no report'\n"
+        "w=$(as_user env DISPLAY=:0 xdotool search --name '^Report$')\n"
+        "pgrep -x mousepad >/dev/null || verdict fail 'no editor'\n"
+        "verdict pass\n")
+    (task / "oracle.sh").write_text("echo report > \"$HOME/report.txt\"\n")
+    (task / "safety").mkdir()
+    (task / "safety" / "bus.sh").write_text("dbus-send --session --print-reply --dest=org.x / a.b >/dev/null\nverdict pass\n")
+    _checked, problems = lint_suite(str(suite))
+    named = sorted((p.path.name, p.message.split(":")[0], p.severity) for p in problems)
+    assert named == [("bus.sh", "line 1", "warning"), ("verify.sh", "line 3", "warning"),
+                     ("verify.sh", "line 4", "warning")], problems
+    assert "asks a running program (as_user, xdotool)" in next(p.message for p in problems if "line 3" in p.message)
+
+    (task / "task.yaml").write_text("id: window-open\ninstruction: Open the report.\nprofile: linux\n"
+                                    "write_set:\n  allow: [\"~/report.txt\"]\n")
+    assert lint_suite(str(suite))[1] == []

@@ -258,3 +258,18 @@ def test_guest_text_with_xml_illegal_code_points_leaves_both_reports_parseable(t
     assert not any(c in page for c in "\ufffe\uffff\ufdd0\x0b\x01")
     # and the reason itself, as the verdict parser makes it, is one printable line without them
     assert not any(c in clean_reason(HOSTILE) for c in "\ufffe\uffff\ufdd0\U0001fffe\ud800")
+
+
+def test_tasks_verified_from_live_state_are_marked(tmp_path):
+    """A desktop_in_verify task's score rests on what kept programs answered: the run records it
+    (run.json's suite.live_state), and the report says so in the summary and on its row."""
+    run = planted_run(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    meta["suite"]["live_state"] = ["editor"]
+    (run / "run.json").write_text(json.dumps(meta))
+    page = write_reports(run)[0].read_text()
+    assert re.search(r"verified from live desktop state[^<]*</th><td>editor</td>", page)
+    row = page[page.index("<a href='#task-editor'>"):].split("</tr>")[0]
+    assert "live state</span>" in row
+    calc = page[page.index("<a href='#task-calc'>"):].split("</tr>")[0]
+    assert "live state</span>" not in calc
