@@ -711,7 +711,12 @@ def _freeze_script(user: DesktopUser) -> str:
         "    echo 1 > \"$cg/cgroup.freeze\" || exit 4\n"
         "    t=0; until frozen || [ $t -ge 220 ]; do [ $t -lt 20 ] || sleep 0.05; t=$((t + 1)); done\n"
         "    frozen || { echo \"the user's slice did not freeze\" >&2; exit 5; }\n"
-        "    while read -r _; do n=$((n + 1)); done < \"$cg/cgroup.procs\"\n"
+        # Every cgroup of the slice, to the depth systemd makes (user@UID.service/app.slice/UNIT):
+        # cgroup.procs lists only a cgroup's own members.
+        "    for f in \"$cg\"/cgroup.procs \"$cg\"/*/cgroup.procs \"$cg\"/*/*/cgroup.procs \"$cg\"/*/*/*/cgroup.procs; do\n"
+        "        [ -f \"$f\" ] || continue\n"
+        "        while read -r _; do n=$((n + 1)); done < \"$f\"\n"
+        "    done\n"
         "fi\n"
         + _kill_outside(_IN_USER_SLICE)
         + "echo \"froze $n processes of the desktop user\"\n")
