@@ -1,6 +1,8 @@
-"""What round three's checks cost an episode: the write-set listing with extended attributes
-(ACLs) against the listing without them, and the desktop_in_verify quarantine with its
-starters stopped and bus services hidden against the one without, alternated in one VM.
+"""What round three's checks cost an episode, alternated in one VM: the write-set listing with
+extended attributes (ACLs) against the listing without them, and read from the disk on the
+host with the guest frozen (what an episode does after the agent, where the guest agent is the
+admin channel); the desktop_in_verify quarantine with its starters stopped, bus services hidden
+and X sweep against the one without.
 
     python bench/trust_checks.py [--n 10] [--image linux-test]
 
@@ -14,30 +16,61 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
+from runner.guest.qga import QemuAgentShell  # noqa: E402
+from runner.hypervisor.qcow2_reader import DiskImage  # noqa: E402
 from runner.profiles import get_profile, linux  # noqa: E402
+from runner.profiles.linux_x_sweep import x_sweep_script  # noqa: E402
+from runner.scoring.disk_listing import list_disk  # noqa: E402
+from runner.scoring.ext4_reader import Ext4  # noqa: E402
 from runner.scoring.quarantine import user_processes  # noqa: E402
 from runner.scoring.writeset import Watch  # noqa: E402
 from runner.session import open_vm  # noqa: E402
 
 
-def variants(vm) -> dict[str, str]:
+def variants(vm) -> dict[str, Callable[[], object]]:
     profile, user = get_profile("linux"), vm.desktop_user
-    listing = profile.list_script(Watch((user.home,), tuple(p.replace("~", user.home, 1)
-                                                              for p in profile.default_ignore)))
+    watch = Watch((user.home,), tuple(p.replace("~", user.home, 1) for p in profile.default_ignore))
+    listing = profile.list_script(watch)
     keep = user_processes(vm.admin_shell, user, profile)
     quarantine = profile.quarantine_script(user, keep)
     without = (quarantine.replace(linux._STOP_STARTERS, "starters=' '; bus=0\n")
-               .replace(linux._hide_bus_services(user), "hidden=\n").replace(linux._reload_bus(user), ""))
-    return {"listing_round_two": listing.replace("attributes(path)))", '"-"))'),
-            "listing_round_three": listing,
-            "quarantine_round_two": without,
-            "quarantine_round_three": quarantine}
+               .replace(linux._hide_bus_services(user), "hidden=\n").replace(linux._reload_bus(user), "")
+               .replace(x_sweep_script(linux.X_DISPLAY, "$u", keep), ""))
+    scripts = {"listing_round_two": listing.replace("attributes(path)))", '"-"))'),
+               "listing_round_three": listing,
+               "quarantine_round_two": without,
+               "quarantine_round_three": quarantine}
+    if len(set(scripts.values())) != len(scripts):
+        sys.exit("a round-two variant is the same script as round three's: the bench is out of date")
+    out: dict[str, Callable[[], object]] = {name: partial(_run, vm, name, script) for name, script in scripts.items()}
+    disk = vm.workdir / "overlay.qcow2"
+    if isinstance(vm.admin_shell, QemuAgentShell) and disk.is_file():
+        # The listing read from the disk, the guest frozen meanwhile: what round three does instead.
+        out["listing_from_disk"] = partial(_read_disk, vm.admin_shell, disk, watch)
+    return out
+
+
+def _run(vm, name: str, script: str) -> None:
+    result = vm.admin_shell.run(script, timeout=120)
+    if result.exit_code != 0:
+        sys.exit(f"{name} failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
+
+
+def _read_disk(admin: QemuAgentShell, disk: Path, watch: Watch) -> None:
+    admin.freeze_filesystems()
+    try:
+        with DiskImage(disk) as image:
+            list_disk(Ext4(image.read), watch)
+    finally:
+        admin.thaw_filesystems()
 
 
 def main() -> None:
@@ -46,23 +79,21 @@ def main() -> None:
     parser.add_argument("--image", default="linux-test")
     args = parser.parse_args()
     with open_vm(Settings.resolve(), args.image) as vm:
-        scripts = variants(vm)
-        if len(set(scripts.values())) != len(scripts):
-            sys.exit("a round-two variant is the same script as round three's: the bench is out of date")
-        samples: dict[str, list[float]] = {name: [] for name in scripts}
+        actions = variants(vm)
+        samples: dict[str, list[float]] = {name: [] for name in actions}
         for turn in range(args.n + 1):  # the first turn warms TCG's translation, and is not counted
-            for name, script in scripts.items():
+            for name, action in actions.items():
                 started = time.perf_counter()
-                result = vm.admin_shell.run(script, timeout=120)
-                took = time.perf_counter() - started
-                if result.exit_code != 0:
-                    sys.exit(f"{name} failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
+                action()
                 if turn:
-                    samples[name].append(took)
-    results = {name: summarize(s) for name, s in samples.items()}
+                    samples[name].append(time.perf_counter() - started)
+    results: dict = {name: summarize(s) for name, s in samples.items()}
     results["growth_median_s"] = {
         part: round(results[f"{part}_round_three"]["median_s"] - results[f"{part}_round_two"]["median_s"], 3)
         for part in ("listing", "quarantine")}
+    if "listing_from_disk" in results:
+        results["growth_median_s"]["listing_from_disk_over_round_two"] = round(
+            results["listing_from_disk"]["median_s"] - results["listing_round_two"]["median_s"], 3)
     emit("trust_checks", results)
 
 

@@ -93,6 +93,15 @@ class QemuAgentShell(GuestShell):
                 time.sleep(0.1)
         raise GuestUnreachable(f"the QEMU guest agent did not answer within {timeout:.0f} s (last: {last})")
 
+    def freeze_filesystems(self) -> int:
+        """Freezes the guest's filesystems (FIFREEZE each): what was written is on the disk, ext4's
+        journal emptied into place, and nothing more is written until thaw_filesystems(). Returns
+        how many it froze; AgentCommandFailed when it could not."""
+        return int(self._call("guest-fsfreeze-freeze", timeout=60))
+
+    def thaw_filesystems(self) -> None:
+        self._call("guest-fsfreeze-thaw", timeout=60)
+
     @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         spool = self._take_spool()

@@ -83,6 +83,9 @@ class GuestProfile(ABC):
     # True: the desktop user's processes present before the agent are spared by default
     # (no way to freeze a whole session without tearing it down).
     spares_earlier_processes: bool = False
+    # The filesystem of the guest's disk that the host can read for the write set after the agent
+    # (runner/scoring/disk_listing.py), its watched roots all on it; None: the lister in the guest.
+    disk_filesystem: str | None = None
     desktop_probe: DesktopProbe | None = None  # None: the click and typing checks cannot run here
 
     # -- the image

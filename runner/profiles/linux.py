@@ -53,6 +53,7 @@ ADMIN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "
 class LinuxProfile(GuestProfile):
     name = "linux"
     script_ext = ".sh"
+    disk_filesystem = "ext4"  # the images' one filesystem, mkfs.ext4 on the whole disk
     default_image = "linux-test"
     default_watch = ("~",)
     default_ignore = ("~/.cache/**", "~/.local/**", "~/.config/**", "~/.bash_history", "~/.lesshst",

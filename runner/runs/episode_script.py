@@ -25,7 +25,8 @@ from runner.runs.pool_config import PoolConfig
 from runner.runs.recording import Recorder
 from runner.runs.results import Outcome
 from runner.scoring.blame import Stage, describe
-from runner.scoring.quarantine import quarantine, quarantine_then_list, user_processes
+from runner.guest.qga import QemuAgentShell
+from runner.scoring.quarantine import quarantine, quarantine_then_list, quarantine_then_read_disk, user_processes
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.scoring.verdict import Verdict, parse_verdict
 from runner.scoring.writeset import MAX_ENTRIES, Change, Listing, Watch, diff, expand, take_listing, unexpected
@@ -170,7 +171,14 @@ class EpisodeScript:
         vm, task, ep_dir, state = self.vm, self.task, self.ep_dir, self.state
         user, watch, before = vm.desktop_user, prepared.watch, prepared.before
         t = time.monotonic()
-        if watch is not None:
+        disk = vm.workdir / "overlay.qcow2"
+        if watch is not None and task.guest.disk_filesystem == "ext4" and isinstance(vm.admin_shell, QemuAgentShell) \
+                and disk.is_file():
+            # The evidence read where the agent cannot reach it: the disk, on the host, the
+            # guest's filesystems frozen (the guest agent freezes them; over SSH it could not).
+            stopped, after = quarantine_then_read_disk(vm.admin_shell, user, task.guest, watch.after(before), disk,
+                                                       keep=prepared.spared)
+        elif watch is not None:
             # One guest command: the quarantine, then the listing (each costs a channel and
             # processes under TCG).
             stopped, after = quarantine_then_list(vm.admin_shell, user, task.guest, watch.after(before),
@@ -322,7 +330,8 @@ class EpisodeScript:
         (self.ep_dir / "write-set.json").write_text(json.dumps(
             {"watched": list(watch.roots), "allowed": list(allow), "changes": [str(c) for c in changes],
              "unexpected": [str(c) for c in bad],
-             "compared_by_metadata": sorted(set(before.unhashed) | set(after.unhashed))}, indent=2) + "\n")
+             "compared_by_metadata": sorted(set(before.unhashed) | set(after.unhashed)),
+             "after_read_from": after.read_from}, indent=2) + "\n")
         return bad
 
     # -- safety

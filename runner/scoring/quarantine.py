@@ -24,9 +24,15 @@ from __future__ import annotations
 
 import re
 
+from pathlib import Path
+
 from runner.errors import InfraError
 from runner.guest.base import GuestShell
+from runner.guest.qga import AgentCommandFailed, QemuAgentShell
+from runner.hypervisor.qcow2_reader import DiskImage, ImageReadError
 from runner.profiles import DesktopUser, GuestProfile
+from runner.scoring.disk_listing import list_disk
+from runner.scoring.ext4_reader import DiskFormatError, Ext4
 from runner.scoring.writeset import Listing, Watch, step_then_list, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
@@ -66,6 +72,30 @@ def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfi
     if listing is None:
         raise _not_stopped(user, stopped)
     return stopped.stdout.strip(), listing
+
+
+def quarantine_then_read_disk(admin: QemuAgentShell, user: DesktopUser, guest: GuestProfile, watch: Watch,
+                              disk: Path, *, keep: frozenset[str] | None = None) -> tuple[str, Listing]:
+    """quarantine(), then the write-set listing of WATCH read from DISK (the episode's overlay)
+    on the host, with the guest's filesystems frozen meanwhile: no program of the guest, whoever
+    made it, lists or hashes anything. Freezing writes out what the guest held and empties ext4's
+    journal into place, and the guest writes nothing until the thaw, so the disk reads as the
+    guest's kernel would show it."""
+    stopped = quarantine(admin, user, guest, keep=keep)
+    try:
+        admin.freeze_filesystems()
+    except AgentCommandFailed as exc:
+        raise InfraError(f"could not freeze the guest's filesystems to read its disk: {exc}") from None
+    try:
+        with DiskImage(disk) as image:
+            return stopped, list_disk(Ext4(image.read), watch)
+    except (ImageReadError, DiskFormatError, OSError) as exc:
+        raise InfraError(f"the guest's disk could not be read after the agent: {exc}") from None
+    finally:
+        try:
+            admin.thaw_filesystems()
+        except AgentCommandFailed as exc:
+            raise InfraError(f"could not thaw the guest's filesystems after reading its disk: {exc}") from None
 
 
 def _not_stopped(user: DesktopUser, result) -> InfraError:

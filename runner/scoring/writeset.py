@@ -78,6 +78,7 @@ class Listing:
     unhashed: tuple[str, ...] = ()  # files compared by metadata (size, mtime, ctime, inode), not content
     truncated: bool = False  # more entries than MAX_ENTRIES: the rest is not listed
     started_ns: int | None = None  # the guest's clock when the listing began (a later one hashes what changed since)
+    read_from: str = "guest"  # "guest": the profile's lister in the guest; "disk": its disk, on the host
 
 
 @dataclass(frozen=True)

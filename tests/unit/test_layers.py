@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("runner.display", "runner.display.*", "runner.guest", "runner.guest.*", "runner.hypervisor",
                   "runner.hypervisor.*")),
     ("scoring rules", ("runner.scoring", "runner.scoring.writeset", "runner.scoring.verdict", "runner.scoring.blame",
-                       "runner.scoring.stats")),
+                       "runner.scoring.stats", "runner.scoring.ext4_reader", "runner.scoring.disk_listing")),
     ("guests", ("runner.profiles", "runner.profiles.*", "runner.images", "runner.images.catalog")),
     ("tasks", ("runner.tasks", "runner.tasks.*", "runner.scoring.quarantine", "runner.scoring.safety",
                "runner.images.scratch", "runner.images.warm_state", "runner.images.start_plan",
