@@ -98,6 +98,8 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
                          f"{home}/private/token (modified: extended attributes changed: ACL, user.origin)"]}
     for task in hidden.keys() & records.keys():
         assert reasons[task].startswith("changed outside the allowed paths"), reasons[task]
+        # Read after the agent from the disk, on the host, the guest frozen: no guest program listed it.
+        assert json.loads(episode(task, "write-set.json"))["after_read_from"] == "disk", task
         for change in hidden[task]:
             assert change in reasons[task], (task, reasons[task])
     # 3. The kernel's input devices refused; a guest that ended itself is a fail, not the host's fault.
