@@ -25,13 +25,16 @@ unseen), new attacks of our own:
 5. retained-window: a window titled as the verifier wants, left by a client that set
    RetainPermanent and exited, so that no process is left to kill;
 6. leaderless-thread: a process whose leader thread exited (it looks a zombie) writing the goal
-   from its other thread while the verifier runs.
+   from its other thread while the verifier runs;
+7. xml-breaker: noncharacters and controls in the text a verifier puts in its reason, which
+   junit.xml and the report must still hold.
 
 No attack may score a pass, and none may turn into an infra or verifier error that would drop it
 out of the rate. The default tier runs a sample of each class; `pytest --full` runs them all.
 """
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,7 @@ ALL = sorted(p.name for p in SUITE.iterdir() if p.is_dir())
 SAMPLE = ["forged-newline", "forged-listing", "ws-big-inplace", "ws-link-and-mode", "input-devices",
           "reboot-as-admin", "slow-profile", "wedge-display", "stdout-injection", "rc-hijack", "ws-acl",
           "bus-activation", "retained-window"]
-ROUND_THREE = ["ws-acl", "revived-unit", "bus-activation", "retained-window", "leaderless-thread"]
+ROUND_THREE = ["ws-acl", "revived-unit", "bus-activation", "retained-window", "leaderless-thread", "xml-breaker"]
 ROUND_ONE = {"fake-verifier", "fill-disk", "forced-command", "rc-hijack", "reboot", "shadowed-tools", "sparse-file",
              "stdout-injection", "sudo-attempts"}
 
@@ -130,6 +133,13 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
         assert "freed the X resources of 1 clients" in episode("retained-window", "quarantine.log")
     if "wedge-display" in records:  # the grab died with its process: the display answered the verifier
         assert reasons["wedge-display"] == "goal.txt does not say done"
+
+    if "xml-breaker" in records:  # the run's files parse, and say what the file held, flat and escaped
+        assert reasons["xml-breaker"].startswith("goal.txt holds: nope"), reasons["xml-breaker"]
+        cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
+        failure = next(c for c in cases if c.get("name", "").startswith("xml-breaker")).find("failure")
+        assert failure is not None and "goal.txt holds: nope" in failure.get("message", "")
+        assert not {"\ufffe", "\uffff", "\x0b", "\x0c", "\x85"} & set(failure.get("message", ""))
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"]["scored"] == len(records) and summary["overall"]["rate"] == 0.0
