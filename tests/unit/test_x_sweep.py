@@ -75,8 +75,8 @@ def xserver():
         assert server.poll() is None and time.monotonic() < deadline, "Xvfb did not start"
         time.sleep(0.05)
     yield {**os.environ, "DISPLAY": f":{display}", "XAUTHORITY": str(auth), "X_NUMBER": display}
-    server.kill()
-    server.wait()
+    server.terminate()  # SIGTERM: Xvfb removes its lock file and socket (a SIGKILL leaves them behind)
+    server.wait(timeout=30)
     shutil.rmtree(folder)
 
 
