@@ -9,7 +9,6 @@ the agent does, and the image put under a qcow2 overlay; the mount is the test's
 the tree and to run the real lister over it (on this host's loop device), never the reader's."""
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
