@@ -40,6 +40,7 @@ class _Walk:
         self.entries: dict[str, Entry] = {}
         self.unhashed: list[str] = []
         self.truncated = False
+        self.folders_entered: set[int] = set()  # a folder met again is a loop no kernel makes
 
     def root(self, path: str) -> None:
         try:
@@ -55,6 +56,10 @@ class _Walk:
             inode = self.add(folder, number)
             if inode is None or inode.kind != "d":
                 continue
+            if number in self.folders_entered:
+                self.unreadable(folder, f"folder inode {number} is met twice: the folders loop")
+                continue
+            self.folders_entered.add(number)
             try:
                 children = sorted((name.decode("utf-8", "surrogateescape"), child)
                                   for name, child in self.fs.entries(inode))

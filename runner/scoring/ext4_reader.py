@@ -28,6 +28,7 @@ _INLINE_DATA_FL = 0x10000000
 _EXTENT_MAGIC = 0xF30A
 _XATTR_MAGIC = 0xEA020000
 MAX_EXTENT_DEPTH = 5
+MAX_EXTENTS = 1_000_000  # a file's extents; a tree of index nodes that fans out past it is refused
 # The attribute namespaces the kernel lists for ext4, by the index ext4 stores; the others
 # (system.data of inline data, richacl, encryption's) are not listed by listxattr.
 _PREFIXES = {1: "user.", 2: "system.posix_acl_access", 3: "system.posix_acl_default", 4: "trusted.", 6: "security."}
@@ -134,7 +135,10 @@ class Ext4:
             if stat.S_ISLNK(inode.mode) and inode.size < 60:
                 return  # a short link: its target is in i_block
             raise DiskFormatError(f"inode {inode.number} maps its blocks without extents")
-        yield from self._extent_node(inode.block, MAX_EXTENT_DEPTH, inode.number)
+        for n, extent in enumerate(self._extent_node(inode.block, MAX_EXTENT_DEPTH, inode.number)):
+            if n >= MAX_EXTENTS:
+                raise DiskFormatError(f"inode {inode.number} has more than {MAX_EXTENTS} extents")
+            yield extent
 
     def _extent_node(self, node: bytes, depth_left: int, number: int) -> Iterator[tuple[int, int, int, bool]]:
         magic, entries, _max, depth = struct.unpack_from("<HHHH", node, 0)

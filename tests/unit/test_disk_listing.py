@@ -125,3 +125,35 @@ def test_a_folder_block_that_does_not_hold_together_is_an_unreadable_entry(tmp_p
     with DiskImage(raw) as disk:
         listing = list_disk(Ext4(disk.read), Watch(("/d",)))
     assert listing.entries["/d"].kind == "?" and "does not fit its block" in listing.entries["/d"].error
+
+
+def test_a_folder_that_holds_its_own_parent_is_listed_once_and_named(tmp_path):
+    """A directory entry pointed at the root folder (raw bytes: no kernel makes it) would loop
+    a walker for ever; it is listed as unreadable, once."""
+    tree = tmp_path / "tree"
+    (tree / "d" / "sub").mkdir(parents=True)
+    raw = tmp_path / "disk.raw"
+    subprocess.run(["mkfs.ext4", "-q", "-d", str(tree), str(raw), "16M"], check=True)
+    with DiskImage(raw) as disk:
+        fs = Ext4(disk.read)
+        d = fs.inode(dict(fs.entries(fs.inode(Ext4.ROOT)))[b"d"])
+        block = next(fs.extents(d))[2] * fs.block_size
+    data = bytearray(raw.read_bytes())
+    at = _entry_offset(data, block, b"sub")
+    data[at:at + 4] = (Ext4.ROOT).to_bytes(4, "little")  # d/sub is now the root folder
+    raw.write_bytes(bytes(data))
+    with DiskImage(raw) as disk:
+        listing = list_disk(Ext4(disk.read), Watch(("/",)))
+    assert listing.entries["/d/sub"].kind == "?" and "the folders loop" in listing.entries["/d/sub"].error
+    assert not listing.truncated and len(listing.entries) < 20
+
+
+def _entry_offset(data: bytearray, block: int, name: bytes) -> int:
+    """Where the folder block at BLOCK holds the entry NAME (its inode field)."""
+    at = block
+    while True:
+        rec_len = int.from_bytes(data[at + 4:at + 6], "little")
+        name_len = data[at + 6]
+        if bytes(data[at + 8:at + 8 + name_len]) == name:
+            return at
+        at += rec_len
