@@ -1,13 +1,16 @@
 """A study on VMs: two arms, the scripted agent on cu-run's own server and the same agent
-through an external MCP server (`cu-run mcp --attach vnc://{vnc}` behind the recording proxy),
-two linux-core tasks x 2 trials, interleaved on a pool of two; killed midway and resumed
-without redoing an episode; the comparison finds no difference beyond noise."""
+through an external MCP server (`cu-run mcp --attach vnc://{vnc}` behind the recording proxy).
+The default tier runs one task once per arm and reads the study's files; the full tier runs
+two linux-core tasks x 2 trials, interleaved on a pool of two, killed midway and resumed
+without redoing an episode, and the comparison finds no difference beyond noise."""
 
 import json
 import signal
 import subprocess
 import sys
 from collections import Counter
+
+import pytest
 
 from vmtools import cu_run, wait_for
 
@@ -19,11 +22,11 @@ def _records(folder):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_a_study_of_two_arms_killed_and_resumed(linux_image, tmp_path):
+def study_file(tmp_path, tasks: list[str], trials: int):
     study = tmp_path / "study.yaml"
     study.write_text(f"""suite: linux-core
-tasks: [{", ".join(TASKS)}]
-trials: 2
+tasks: [{", ".join(tasks)}]
+trials: {trials}
 vm_pool: 2
 arms:
   - name: own
@@ -32,6 +35,24 @@ arms:
     agent: scripted
     mcp_server: "{sys.executable} -m runner mcp --attach vnc://{{vnc}}"
 """)
+    return study
+
+
+def test_a_study_runs_each_arm_on_its_own_server_and_compares_them(linux_image, tmp_path):
+    study, out = study_file(tmp_path, TASKS[:1], 1), tmp_path / "out"
+    done = cu_run("study", "run", str(study), "--out", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    for arm in ("own", "attached"):
+        assert [(r["task_id"], r["outcome"]) for r in _records(out / arm)] == [(TASKS[0], "pass")]
+    assert (out / "attached" / TASKS[0] / "1" / "mcp-proxy.json").exists()
+    assert not (out / "own" / TASKS[0] / "1" / "mcp-proxy.json").exists()
+    assert json.loads((out / "study.json").read_text())["content"] == study.read_text()
+    assert json.loads((out / "comparison.json").read_text())["baseline"] == "own"
+
+
+@pytest.mark.full  # 8 episodes and a resume; the default tier runs one episode an arm (above)
+def test_a_study_of_two_arms_killed_and_resumed(linux_image, tmp_path):
+    study = study_file(tmp_path, TASKS, 2)
     out = tmp_path / "out"
     first = subprocess.Popen([sys.executable, "-m", "runner", "study", "run", str(study), "--out", str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
