@@ -109,16 +109,25 @@ def test_a_journal_with_changes_not_yet_in_place_is_refused(tmp_path):
         Ext4(disk.read)
 
 
-def test_a_folder_block_that_does_not_hold_together_is_an_unreadable_entry(tmp_path):
+def image_with_folder_d(tmp_path, child: str):
+    """An ext4 image holding /d/CHILD (a folder where CHILD ends in /, else a file), and the
+    byte offset of /d's first block, for a test to break."""
     tree = tmp_path / "tree"
     (tree / "d").mkdir(parents=True)
-    (tree / "d" / "f").write_text("x")
+    if child.endswith("/"):
+        (tree / "d" / child).mkdir()
+    else:
+        (tree / "d" / child).write_text("x")
     raw = tmp_path / "disk.raw"
     subprocess.run(["mkfs.ext4", "-q", "-d", str(tree), str(raw), "16M"], check=True)
     with DiskImage(raw) as disk:
         fs = Ext4(disk.read)
         folder = fs.inode(dict(fs.entries(fs.inode(Ext4.ROOT)))[b"d"])
-        start = next(fs.extents(folder))[2] * fs.block_size
+        return raw, next(fs.extents(folder))[2] * fs.block_size
+
+
+def test_a_folder_block_that_does_not_hold_together_is_an_unreadable_entry(tmp_path):
+    raw, start = image_with_folder_d(tmp_path, "f")
     data = bytearray(raw.read_bytes())
     data[start + 4:start + 6] = (3).to_bytes(2, "little")  # the first entry's length: 3, which no entry has
     raw.write_bytes(bytes(data))
@@ -130,14 +139,7 @@ def test_a_folder_block_that_does_not_hold_together_is_an_unreadable_entry(tmp_p
 def test_a_folder_that_holds_its_own_parent_is_listed_once_and_named(tmp_path):
     """A directory entry pointed at the root folder (raw bytes: no kernel makes it) would loop
     a walker for ever; it is listed as unreadable, once."""
-    tree = tmp_path / "tree"
-    (tree / "d" / "sub").mkdir(parents=True)
-    raw = tmp_path / "disk.raw"
-    subprocess.run(["mkfs.ext4", "-q", "-d", str(tree), str(raw), "16M"], check=True)
-    with DiskImage(raw) as disk:
-        fs = Ext4(disk.read)
-        d = fs.inode(dict(fs.entries(fs.inode(Ext4.ROOT)))[b"d"])
-        block = next(fs.extents(d))[2] * fs.block_size
+    raw, block = image_with_folder_d(tmp_path, "sub/")
     data = bytearray(raw.read_bytes())
     at = _entry_offset(data, block, b"sub")
     data[at:at + 4] = (Ext4.ROOT).to_bytes(4, "little")  # d/sub is now the root folder
