@@ -233,13 +233,24 @@ class EpisodeVM:
             shutil.rmtree(self.workdir)
         self.workdir.parent.mkdir(parents=True, exist_ok=True)
         self.workdir.mkdir(mode=0o700)  # the overlay, the NVRAM and the serial log are the run's alone
-        self._undo.append(("remove episode folder", lambda: shutil.rmtree(self.workdir, ignore_errors=True)))
+        self._undo.append(("remove episode folder", self._remove_workdir))
         owner = me()
         (self.workdir / EPISODE_OWNER_FILE).write_text(json.dumps({
             "run_id": self.run_id, "slot": self.slot, "domain": self.name,
             "owner_pid": owner.pid, "owner_start": owner.start,
         }))
         return owner
+
+    def _remove_workdir(self) -> None:
+        """Removes the episode's folder, or raises naming what stayed. Never silently: a folder
+        left with its owner file gone is one gc cannot attribute. A second pass takes a file that
+        appeared while the first one ran (QEMU's last writes as it exits)."""
+        for _ in range(2):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            if not self.workdir.exists():
+                return
+        left = sorted(p.name for p in self.workdir.iterdir()) if self.workdir.is_dir() else []
+        raise OSError(f"{self.workdir} could not be removed; it still holds {', '.join(left) or 'nothing'}")
 
     def _start_domain(self, owner: Owner) -> int:
         """Boots or restores the domain; returns the host port its shell is forwarded to."""

@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,14 @@ from runner.config import Settings
 # runs, so every `cu-run` the tests start inherits it too.
 TEST_HOME = Path(os.environ.get("CU_RUN_TEST_HOME") or Path.home() / ".cache" / "cu-run-tests").expanduser()
 os.environ["CU_RUN_HOME"] = str(TEST_HOME)
+
+# A session started in the background by a script (`cmd &` in a non-interactive shell) inherits
+# SIGINT ignored, and so would every process it starts: a shell can then not trap SIGINT, and a
+# cu-run cannot be interrupted by the tests that interrupt one. Found as a flake of the image
+# prefetch's stop test (the stand-in build ignored the SIGINT and was killed 30 s later). The
+# tests run as they would from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

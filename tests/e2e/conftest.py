@@ -6,6 +6,9 @@ and its two warm slots made then, once per session, in the tests' own cache.
 
 import pytest
 from image_prefetch import wait_for_prefetched
+from vmtools import leftovers
+
+from runner.gc import collect_garbage
 
 from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
@@ -33,6 +36,34 @@ def host(settings):
     h = LibvirtHost(settings.libvirt_uri)
     yield h
     h.close()
+
+
+_EARLIER = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(scope="session")
+def earlier_sessions_collected(host, settings, request) -> None:
+    """What an earlier session left in the tests' cache (one killed by a time limit or by hand) is
+    collected once, before the first e2e test, and named in the summary. The cache outlives a
+    session, so that residue would otherwise fail the first test that checks for leftovers,
+    whichever it is, and name no cause."""
+    request.config.stash[_EARLIER] = collect_garbage(host, settings).removed
+
+
+@pytest.fixture(autouse=True)
+def leaves_nothing_behind(earlier_sessions_collected, host, settings, request):
+    """Every e2e test ends with no domain or episode folder of a dead runner: the test that
+    leaves one fails itself, by name, and what it left is collected so the next test starts clean."""
+    yield
+    left = leftovers(host, settings)
+    if left:
+        collect_garbage(host, settings)
+        pytest.fail(f"{request.node.nodeid} left behind: {'; '.join(left)}", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if earlier := config.stash.get(_EARLIER, []):
+        terminalreporter.write_line(f"left by an earlier session and collected before the e2e tests: {'; '.join(earlier)}")
 
 
 @pytest.fixture(scope="session")

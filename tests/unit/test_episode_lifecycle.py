@@ -3,6 +3,7 @@ QEMU, FakeDisplay for the screen, and LocalShell (sh on this host) for both gues
 a guest profile registered for the test. The real path is the e2e tests'."""
 
 import json
+import shutil
 import subprocess
 import threading
 import xml.etree.ElementTree as ET
@@ -125,6 +126,44 @@ def test_an_episode_vm_comes_up_and_leaves_nothing(host, guest, tmp_path):
         assert f'passwd="{vm.vnc_password}"' in vm.domain_xml
     assert host.lookup(vm.name) is None and not vm.workdir.exists()
     assert vm.teardown() == []  # idempotent
+
+
+def test_a_folder_that_will_not_go_is_a_teardown_failure_naming_what_stayed(host, guest, tmp_path, monkeypatch):
+    # Before, the folder was removed with errors ignored: one that stayed (its owner file gone)
+    # was found only later, by whichever test next looked for leftovers. A file written into the
+    # folder after each pass stands in for a writer that never stops (the narrowest seam).
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    vm = EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0)
+    vm.start()
+    real_rmtree = shutil.rmtree
+
+    def rmtree_then_a_late_write(path, ignore_errors=False):
+        real_rmtree(path, ignore_errors=ignore_errors)
+        if Path(path) == vm.workdir:
+            vm.workdir.mkdir()
+            (vm.workdir / "late.log").write_text("x")
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree_then_a_late_write)
+    failed = vm.teardown()
+    assert len(failed) == 1 and failed[0].startswith("remove episode folder") and "late.log" in failed[0]
+    assert host.lookup(vm.name) is None  # the other steps still ran
+
+
+def test_a_file_written_while_the_folder_is_removed_is_taken_by_a_second_pass(host, guest, tmp_path, monkeypatch):
+    settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
+    vm = EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0)
+    vm.start()
+    real_rmtree, passes = shutil.rmtree, []
+
+    def rmtree_with_one_late_write(path, ignore_errors=False):
+        real_rmtree(path, ignore_errors=ignore_errors)
+        passes.append(path)
+        if len(passes) == 1:
+            vm.workdir.mkdir()
+            (vm.workdir / "late.log").write_text("x")
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree_with_one_late_write)
+    assert vm.teardown() == [] and not vm.workdir.exists() and len(passes) == 2
 
 
 @pytest.mark.parametrize("channel", ["agent", "ssh"])
