@@ -24,6 +24,7 @@ from runner.config import private_dir
 from runner.runs.pool_config import INFRA_RETRIES
 from runner.runs.results import EpisodeRecord, ResultLog, keep_record
 from runner.tasks.model import Task
+from runner.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -77,47 +78,43 @@ class ClusterPool:
         return [h for h in self.hosts if h.name not in self.lost_hosts]
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
+        """Runs WORK over every host's slots (runner.workers: on Ctrl-C the slots stop, each host
+        is told through the stop event, and the interrupt is re-raised)."""
         for task, trial in work:
             self._queue.put(Work(task, trial))
         self._outstanding = len(work)
-        finished = []
-        for host in self.hosts:
-            for slot in range(host.slots):
-                done = threading.Event()
-                finished.append(done)
-                threading.Thread(target=self._slot, args=(host, slot, done), daemon=True,
-                                 name=f"{host.name}-{slot}").start()
-        try:
-            while not all(d.is_set() for d in finished):
-                render()
-                time.sleep(0.5)
-            render()
-        except KeyboardInterrupt:
-            self._stop.set()
-            for done in finished:
-                done.wait(timeout=30)
-            raise
+
+        def do(slot: tuple[RemoteHost, int], item: Work) -> None:
+            host, index = slot
+            self.status[(host.name, index)] = SlotView(item.task.id, item.trial)
+            try:
+                self._dispatch(host, index, item)
+            finally:
+                self.status[(host.name, index)] = SlotView()
+
+        Workers(self._take, do, still_there=self._in_flight, name=lambda slot: f"{slot[0].name}-{slot[1]}",
+                stopping=self._stop).run([(host, slot) for host in self.hosts for slot in range(host.slots)], render)
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _slot(self, host: RemoteHost, slot: int, done: threading.Event) -> None:
-        try:
-            while not self._stop.is_set() and host.name not in self.lost_hosts:
-                try:
-                    item = self._queue.get(timeout=0.5)
-                except queue.Empty:
-                    with self._lock:
-                        if self._outstanding == 0 or not self.alive:
-                            return
-                    continue
-                self.status[(host.name, slot)] = SlotView(item.task.id, item.trial)
-                try:
-                    self._dispatch(host, slot, item)
-                finally:
-                    self.status[(host.name, slot)] = SlotView()
-        finally:
-            done.set()
+    def _take(self, slot: tuple[RemoteHost, int]) -> Work | None:
+        """The next episode for a slot of HOST, waiting while others are in flight (a lost host's
+        come back on the queue); None once all are recorded, no host is left, or HOST is lost."""
+        host = slot[0]
+        while not self._stop.is_set() and host.name not in self.lost_hosts:
+            try:
+                return self._queue.get(timeout=0.5)
+            except queue.Empty:
+                with self._lock:
+                    if self._outstanding == 0 or not self.alive:
+                        return None
+        return None
+
+    def _in_flight(self) -> list[str]:
+        """The episodes the hosts are still running: what a stopped run waits for."""
+        return [f"{view.task_id} trial {view.trial} on {host}" for (host, _slot), view in list(self.status.items())
+                if view.task_id]
 
     def _dispatch(self, host: RemoteHost, slot: int, item: Work) -> None:
         t0 = time.monotonic()

@@ -21,10 +21,10 @@ from runner.errors import InfraError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
-from runner.interrupts import shielded
 from runner.owner import me
 from runner.runs.admission import admit, available_mib
 from runner.images.scratch import scratch_then_rename
+from runner.workers import Workers
 from runner.images.warm_state import (
     BASE_DISK,
     SAVED_NVRAM_FILE,
@@ -44,7 +44,6 @@ from runner.images.warm_state import (
 
 Progress = Callable[[str], None]
 WARM_APPS_TIMEOUT_S = 900.0  # each big app started once, under TCG
-STOP_GRACE_S = 120.0  # after Ctrl-C, how long the slots being made get to tear down
 
 
 def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
@@ -83,14 +82,12 @@ def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, 
 
 
 class _SideBySide:
-    """Makes slots on threads, and stops them all on Ctrl-C with nothing left half-made.
+    """Makes slots on worker threads (runner.workers), with nothing left half-made on Ctrl-C.
 
-    Signals reach only the main thread, and a boot in a worker cannot be interrupted: on Ctrl-C
-    the slots not begun are skipped, and the VM of each slot being made is destroyed, so its boot
-    or save fails at once and its own teardown removes the domain and the scratch folder. The
-    main thread waits on events, never Thread.join: a join interrupted by Ctrl-C can leave
-    CPython (< 3.13) believing a thread has ended while it still runs its teardown, and the
-    process would exit under it (runner.runs.scheduler does the same)."""
+    A boot in a worker cannot be interrupted: on Ctrl-C the slots not begun are skipped, and the
+    VM of each slot being made is destroyed (again until its worker ends: a boot may define its
+    domain late), so its boot or save fails at once and its own teardown removes the domain and
+    the scratch folder. The interruption is raised once every worker has ended."""
 
     def __init__(self, host: Host, image: Image) -> None:
         self.host = host
@@ -119,39 +116,20 @@ class _SideBySide:
             pending.put(slot)
         outcomes: dict[int, WarmSlot | BaseException] = {}
 
-        def worker(done: threading.Event) -> None:
+        def take(_worker: int) -> int | None:
             try:
-                while not self.stopping.is_set():
-                    try:
-                        slot = pending.get_nowait()
-                    except queue.Empty:
-                        return
-                    try:
-                        outcomes[slot] = make(slot)
-                    except BaseException as exc:  # noqa: BLE001 - kept, and raised in slot order below
-                        outcomes[slot] = exc
-            finally:
-                done.set()
+                return pending.get_nowait()
+            except queue.Empty:
+                return None
 
-        finished = [threading.Event() for _ in range(at_once)]
-        try:
-            for index, done in enumerate(finished):
-                threading.Thread(target=worker, args=(done,), name=f"warm-{index}", daemon=True).start()
-            _wait_all(finished)
-        except KeyboardInterrupt:
-            with self._guard:
-                self.stopping.set()  # from here no slot is taken: hold() refuses
-            with shielded(self.still_there, announce=True):
-                # Only a held slot has a VM or a scratch folder, and its worker lets go of it
-                # after both are removed: once none is held, nothing is left half-made.
-                deadline = time.monotonic() + STOP_GRACE_S
-                while self.still_there() and time.monotonic() < deadline:
-                    self._destroy_held()  # again until each has ended: a boot may define its domain late
-                    time.sleep(0.5)
-            if left := self.still_there():
-                raise InfraError(f"interrupted, and {'; '.join(left)} did not finish tearing down within "
-                                 f"{STOP_GRACE_S:.0f} s", fix="`cu-run gc` removes what a stopped warm left") from None
-            raise
+        def do(_worker: int, slot: int) -> None:
+            try:
+                outcomes[slot] = make(slot)
+            except BaseException as exc:  # noqa: BLE001 - kept, and raised in slot order below
+                outcomes[slot] = exc
+
+        Workers(take, do, stop_work=self._destroy_held, still_there=self.still_there,
+                name=lambda index: f"warm-{index}", stopping=self.stopping).run(range(at_once))
         for slot in slots:
             if isinstance(outcome := outcomes[slot], BaseException):
                 raise outcome
@@ -169,12 +147,6 @@ class _SideBySide:
         with self._guard:
             return [f"warm slot {slot} of {self.image.name} (VM {warm_identity(self.image, slot).name})"
                     for slot in sorted(self._held)]
-
-
-def _wait_all(events: list[threading.Event]) -> None:
-    for event in events:
-        while not event.wait(0.5):  # short waits: Ctrl-C is raised between them
-            pass
 
 
 def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, current: WarmDeps,

@@ -32,17 +32,15 @@ from runner.config import Settings, private_dir
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError
 from runner.hypervisor.host import Host
-from runner.interrupts import shielded
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.runs.episode_script import EpisodeFault, EpisodeScript, play
 from runner.runs.pool_config import PoolConfig
 from runner.runs.standby import Standbys
 from runner.tasks.model import Task
 from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
+from runner.workers import STOP_GRACE_S, Workers
 
 log = logging.getLogger(__name__)
-
-STOP_GRACE_S = 120.0
 
 
 @dataclass
@@ -81,30 +79,34 @@ class SlotScheduler:
         self._last_vm: dict[int, tuple[EpisodeVM, Path]] = {}
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
-        """Runs every (task, trial) in WORK; on Ctrl-C stops the pool, tears every VM down, re-raises."""
+        """Runs every (task, trial) in WORK over the pool's slots (runner.workers: on Ctrl-C the
+        pool stops, every VM is torn down, and the interrupt is re-raised); then drains."""
         for item in work:
             self._queue.put(item)
-        # Workers say they are finished through events, not Thread.join: a join interrupted by
-        # Ctrl-C can leave CPython (< 3.13) believing the thread has ended while it still runs
-        # its teardown, and the process would then exit under it.
-        finished = [threading.Event() for _ in range(min(self.pool.vm_pool, len(work)))]
-        for slot, done in enumerate(finished):
-            threading.Thread(target=self._worker, args=(slot, done), name=f"slot-{slot}", daemon=True).start()
-        try:
-            while not all(done.is_set() for done in finished):
-                render()
-                finished[[d.is_set() for d in finished].index(False)].wait(0.5)
-            render()
-        except KeyboardInterrupt:
-            # However many more signals come, the VMs are torn down first (runner.interrupts).
-            with shielded(self.still_there, announce=True):
-                self.stop()
-                deadline = time.monotonic() + STOP_GRACE_S
-                for done in finished:
-                    done.wait(timeout=max(0.0, deadline - time.monotonic()))
-                self.drain(max(0.0, deadline - time.monotonic()))
-            raise
+        self.workers().run(range(min(self.pool.vm_pool, len(work))), render)
         self.drain()
+
+    def workers(self) -> Workers[int, tuple[Task, int]]:
+        """The worker loop over this pool's slots, each taking from the run's own queue."""
+        def take(_slot: int) -> tuple[Task, int] | None:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                return None
+
+        def do(slot: int, item: tuple[Task, int]) -> None:
+            record = self.run_one(slot, *item)
+            if record is not None:
+                self.keep(record)
+
+        return Workers(take, do, stop_work=self.stop, still_there=self.still_there, drain=self.drain,
+                       worker_ended=self.slot_ended, name=lambda slot: f"slot-{slot}", stopping=self._stop)
+
+    def slot_ended(self, slot: int) -> None:
+        """SLOT has no more work: its standby and its last VM go."""
+        self._standbys.discard(slot)
+        self._tear_down_last(slot)
+        self.status[slot] = SlotStatus()
 
     def still_there(self) -> list[str]:
         """What this pool has not torn down yet: its VMs, those being torn down, its standbys."""
@@ -139,22 +141,6 @@ class SlotScheduler:
                 pass
 
     # -- one slot
-
-    def _worker(self, slot: int, finished: threading.Event) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    task, trial = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                record = self.run_one(slot, task, trial)
-                if record is not None:
-                    self.keep(record)
-        finally:
-            self._standbys.discard(slot)
-            self._tear_down_last(slot)
-            self.status[slot] = SlotStatus()
-            finished.set()
 
     def run_one(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         """One (task, trial) on SLOT, infra errors retried on a fresh VM: its record, which is not

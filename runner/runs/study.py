@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
-import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,6 @@ from rich.markup import escape
 
 from runner.config import Settings, private_dir
 from runner.errors import UsageError
-from runner.interrupts import shielded
 from runner.runs.scheduler import SlotScheduler
 from runner.runs.results import ResultLog
 from runner.runs.local_pool import LocalPool
@@ -39,6 +38,7 @@ from runner.runs.run_plan import RunPlan, plan_run
 from runner.runs.scope import ScopeRequest, open_scope
 from runner.runs.compare import compare_runs
 from runner.tasks.model import Task
+from runner.workers import STOP_GRACE_S, Workers
 
 STUDY_JSON = "study.json"
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -227,43 +227,45 @@ def interleaved(work: list, task_ids: list[str], arm_names: list[str]) -> list:
 
 
 def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots: int) -> None:
-    """WORK in its order over SLOTS VMs: each episode is run by its arm's harness on a free slot."""
-    todo: queue.Queue[tuple[ArmRun, Task, int]] = queue.Queue()
+    """WORK in its order over SLOTS VMs: each episode is run by its arm's scheduler on a free slot
+    (runner.workers, with every arm's stop, teardowns and slots); then every arm drains."""
+    todo: queue.SimpleQueue[tuple[ArmRun, Task, int]] = queue.SimpleQueue()
     for item in work:
         todo.put(item)
-    stop = threading.Event()
+    schedulers = [a.harness for a in arms if a.harness is not None]
 
-    def worker(slot: int, done: threading.Event) -> None:
+    def take(_slot: int) -> tuple[ArmRun, Task, int] | None:
         try:
-            while not stop.is_set():
-                try:
-                    arm, task, trial = todo.get_nowait()
-                except queue.Empty:
-                    return
-                record = arm.harness.run_one(slot, task, trial)
-                if record is not None:
-                    arm.harness.keep(record)
-        finally:
-            done.set()
+            return todo.get_nowait()
+        except queue.Empty:
+            return None
 
-    finished = [threading.Event() for _ in range(min(slots, len(work)))]
-    for slot, done in enumerate(finished):
-        threading.Thread(target=worker, args=(slot, done), name=f"study-slot-{slot}", daemon=True).start()
-    try:
-        for done in finished:
-            while not done.wait(0.5):
-                pass
-    except KeyboardInterrupt:
-        with shielded(lambda: [x for a in arms if a.harness is not None for x in a.harness.still_there()],
-                      announce=True):
-            stop.set()
-            for a in arms:
-                a.harness.stop()
-            for done in finished:
-                done.wait(timeout=120)
-            for a in arms:
-                a.harness.drain()
-        raise
+    def do(slot: int, item: tuple[ArmRun, Task, int]) -> None:
+        arm, task, trial = item
+        assert arm.harness is not None
+        record = arm.harness.run_one(slot, task, trial)
+        if record is not None:
+            arm.harness.keep(record)
+
+    def stop_work() -> None:
+        for scheduler in schedulers:
+            scheduler.stop()
+
+    def drain(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        for scheduler in schedulers:
+            scheduler.drain(max(0.0, deadline - time.monotonic()))
+
+    def slot_ended(slot: int) -> None:
+        for scheduler in schedulers:
+            scheduler.slot_ended(slot)
+
+    Workers(take, do, stop_work=stop_work, drain=drain, worker_ended=slot_ended,
+            still_there=lambda: [x for scheduler in schedulers for x in scheduler.still_there()],
+            name=lambda slot: f"study-slot-{slot}").run(range(min(slots, len(work))))
+    # Each arm's last VMs are torn down in the background: a study that returned before they
+    # were would leave them to the process's exit.
+    drain(STOP_GRACE_S)
 
 
 class _AllFinishing:

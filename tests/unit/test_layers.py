@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. A module belongs to the first layer with a pattern that matches it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("runner", "runner.errors", "runner.config", "runner.console", "runner.net", "runner.owner",
-              "runner.screen", "runner.interrupts")),
+              "runner.screen", "runner.interrupts", "runner.workers")),
     ("backends", ("runner.display", "runner.display.*", "runner.guest", "runner.guest.*", "runner.hypervisor",
                   "runner.hypervisor.*")),
     ("scoring rules", ("runner.scoring", "runner.scoring.writeset", "runner.scoring.verdict", "runner.scoring.blame",

@@ -98,3 +98,55 @@ def test_the_comparison_puts_every_arm_against_the_first(tmp_path):
     assert result["against"]["worse"]["overall"]["mean_task_delta"] == -1.0
     report = comparison_markdown(result)
     assert "## worse against own" in report and "| t1 | 4/4 (1.00) | 0/4 (0.00) | -1.00 |" in report
+
+
+def test_the_arms_share_the_slots_and_each_arm_drains_before_the_study_goes_on():
+    # Before, a study returned with its arms' last VMs still being torn down in the background,
+    # left to the process's exit. A fake of the scheduler's public side records the order.
+    import threading
+    from types import SimpleNamespace
+
+    from runner.runs.study import _interleave
+
+    events, lock = [], threading.Lock()
+    both_slots = threading.Barrier(2, timeout=10)  # the first two episodes run at once, one a slot
+
+    class FakeScheduler:
+        def __init__(self, name):
+            self.name = name
+
+        def run_one(self, slot, task, trial):
+            with lock:
+                events.append(("run", self.name, task, slot))
+                first_two = len(events) <= 2
+            if first_two:
+                both_slots.wait()
+            return None
+
+        def keep(self, record):
+            raise AssertionError("run_one returned no record")
+
+        def slot_ended(self, slot):
+            with lock:
+                events.append(("slot ended", self.name, slot))
+
+        def drain(self, seconds):
+            assert seconds > 0
+            events.append(("drain", self.name))
+
+        def stop(self):
+            events.append(("stop", self.name))
+
+        def still_there(self):
+            return []
+
+    arms = [SimpleNamespace(harness=FakeScheduler(n)) for n in ("a", "b")]
+    work = [(arm, task, 1) for task in ("t1", "t2", "t3") for arm in arms]
+    _interleave(arms, work, slots=2)
+    ran = [e for e in events if e[0] == "run"]
+    assert sorted((name, task) for _k, name, task, _slot in ran) == sorted(
+        (n, t) for n in "ab" for t in ("t1", "t2", "t3"))
+    assert {slot for *_rest, slot in ran} == {0, 1}  # both slots took work
+    assert events[-2:] == [("drain", "a"), ("drain", "b")]  # after every episode and slot's end
+    assert sorted(e[1:] for e in events if e[0] == "slot ended") == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert not any(e[0] == "stop" for e in events)
