@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from runner.display.base import Display
 
@@ -27,7 +27,7 @@ class SlotView:
     phase: str
     elapsed_s: float
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"slot": self.slot, "task_id": self.task_id, "trial": self.trial, "phase": self.phase,
                 "elapsed_s": round(self.elapsed_s, 1)}
 
@@ -39,7 +39,7 @@ class VncTarget:
     host: str
     port: int
     password: str | None
-    on_input: Callable[[dict], None]
+    on_input: Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Finished:
     outcome: str
     intervened: bool = False
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         # report.html names each episode's section <task>-<trial>
         return {"task_id": self.task_id, "trial": self.trial, "outcome": self.outcome,
                 "intervened": self.intervened, "report": f"run/report.html#{self.task_id}-{self.trial}"}

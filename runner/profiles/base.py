@@ -14,10 +14,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from runner.images.catalog import Image
+    from runner.images.catalog import Image, ImageManifest
     from runner.guest.base import GuestShell
     from runner.guest.qga import AgentLink
     from runner.scoring.writeset import Listing, Watch
@@ -41,7 +41,7 @@ class ShellEndpoint:
     """How a person reaches a VM's user shell: `vm up --json` prints DETAILS under KIND."""
 
     kind: str  # ssh, winrm
-    details: dict
+    details: dict[str, Any]
     how: str  # one line a person can follow
 
 
@@ -95,15 +95,15 @@ class GuestProfile(ABC):
         """The desktop user's home folder in the guest."""
 
     @abstractmethod
-    def access_problem(self, manifest) -> str | None:
+    def access_problem(self, manifest: ImageManifest) -> str | None:
         """What is missing from an image manifest of this profile (how the runner reaches it), or None."""
 
     @abstractmethod
-    def admin_access_missing(self, manifest) -> str | None:
+    def admin_access_missing(self, manifest: ImageManifest) -> str | None:
         """Why the runner cannot reach the image's admin account, or None."""
 
     @abstractmethod
-    def shell_port(self, manifest) -> int:
+    def shell_port(self, manifest: ImageManifest) -> int:
         """The guest port the runner's shells listen on."""
 
     @abstractmethod

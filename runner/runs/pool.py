@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from runner.config import Settings
 from runner.live.board import LiveSource
@@ -44,7 +44,7 @@ class PoolHooks:
 
 
 class Pool(Protocol):
-    def where(self) -> dict:
+    def where(self) -> dict[str, Any]:
         """What run.json records of where the run ran: the host's facts, or the cluster's hosts'."""
 
     def describe(self) -> str:

@@ -1,12 +1,12 @@
 """The slot scheduler: a run's (task, trial) episodes over a pool of VM slots, and what
 happened to each.
 
-Each slot is a worker thread with its own VM at a time (domain cu-<run>-<slot>, or a warm
-slot's). The scheduler decides which VM an episode gets (its slot's standby, its own warm
-state or a spare, or a cold boot), runs the episode's script on it (runner.runs.episode_script),
-retries what broke in the infrastructure on a fresh VM, judges a verifier that gave no verdict
-against control episodes, tears VMs down in the background, makes each slot's next VM ready
-while its agent works (runner.runs.standby), and drains every teardown when the run ends.
+Each slot is a worker of the one worker loop (runner.workers) with its own VM at a time. Which
+VM an episode gets, and what becomes of it after, is the pool's VM supply
+(runner.runs.vm_supply: standbys, warm states and spares, cold boots, background teardown).
+The scheduler decides what an episode comes to: it runs the episode's script on its VM
+(runner.runs.episode_script), retries what broke in the infrastructure on a fresh VM, judges a
+verifier or a check that gave no verdict against control episodes, and keeps every record.
 Broken infrastructure is never scored as the agent's failure.
 """
 
@@ -23,24 +23,26 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from runner.mcp.trajectory import append_intervention
 from runner.agents.base import Agent
 from runner.agents.builtin import NopAgent, OracleAgent
 from runner.scoring.blame import blame, describe, judge_check_errors
 from runner.config import Settings, private_dir
-from runner.episode import EpisodeOptions, EpisodeVM
-from runner.errors import InfraError
 from runner.hypervisor.host import Host
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.runs.episode_script import EpisodeFault, EpisodeScript, play
 from runner.runs.pool_config import PoolConfig
-from runner.runs.standby import Standbys
 from runner.tasks.model import Task
-from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
+from runner.runs.vm_supply import VmSupply
+from runner.episode import EpisodeVM
 from runner.workers import STOP_GRACE_S, Workers
 
 log = logging.getLogger(__name__)
+
+# One attempt of an episode: (slot, task, trial, attempt, started, agent, its folder) -> its record.
+Attempt = Callable[[int, Task, int, int, datetime, Agent, Path], EpisodeRecord]
 
 
 @dataclass
@@ -54,7 +56,10 @@ class SlotStatus:
 
 class SlotScheduler:
     def __init__(self, host: Host, settings: Settings, pool: PoolConfig, agent: Agent, out_dir: Path,
-                 on_record: Callable[[EpisodeRecord], None] = lambda _r: None) -> None:
+                 on_record: Callable[[EpisodeRecord], None] = lambda _r: None, *,
+                 attempt: Attempt | None = None) -> None:
+        """ATTEMPT: how one attempt of an episode runs (default: on a VM of the pool's supply, with
+        the episode's script); a test gives its own to plant faults at that seam."""
         self.host = host
         self.settings = settings
         self.pool = pool
@@ -65,18 +70,13 @@ class SlotScheduler:
         self.status = {slot: SlotStatus() for slot in range(pool.vm_pool)}
         self._queue: queue.Queue[tuple[Task, int]] = queue.Queue()
         self._stop = threading.Event()
-        self._active: dict[int, EpisodeVM] = {}
+        self.vms = VmSupply(host, settings, pool, self._stop, more_work=lambda: not self._queue.empty())
+        self._attempt = attempt or self._attempt_on_a_vm
         self._intervened: set[tuple[str, int]] = set()
-        self._teardowns: list[threading.Thread] = []
-        self._teardowns_lock = threading.Lock()  # slot workers add to the list while drain() reads it
-        self._standbys = Standbys()
         # Verifier-error controls, once per (task, agent) and run: whether the verifier decides.
         self._controls: dict[tuple[str, str], bool | None] = {}
         self._control_locks: dict[tuple[str, str], threading.Lock] = {}
         self._controls_lock = threading.Lock()
-        # A slot's last VM whose teardown waits for the next episode's agent to start: tearing
-        # it down (QEMU exiting) during that episode's setup would slow the setup on 2 cores.
-        self._last_vm: dict[int, tuple[EpisodeVM, Path]] = {}
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
         """Runs every (task, trial) in WORK over the pool's slots (runner.workers: on Ctrl-C the
@@ -104,43 +104,21 @@ class SlotScheduler:
 
     def slot_ended(self, slot: int) -> None:
         """SLOT has no more work: its standby and its last VM go."""
-        self._standbys.discard(slot)
-        self._tear_down_last(slot)
+        self.vms.slot_ended(slot)
         self.status[slot] = SlotStatus()
 
     def still_there(self) -> list[str]:
-        """What this pool has not torn down yet: its VMs, those being torn down, its standbys."""
-        left = [f"VM {vm.name}" for vm in self._active.values()]
-        left += [f"VM {vm.name}" for vm, _dir in list(self._last_vm.values())]
-        with self._teardowns_lock:
-            left += [t.name.replace("teardown-", "VM ", 1) + " (being torn down)" for t in self._teardowns if t.is_alive()]
-        left += [f"standby VM {name}" for name in self._standbys.names()]
-        return left
+        """What this pool has not torn down yet (runner.runs.vm_supply)."""
+        return self.vms.still_there()
 
     def drain(self, timeout: float = STOP_GRACE_S) -> None:
         """Waits for the teardowns still running in the background: nothing is left behind."""
-        deadline = time.monotonic() + timeout
-        self._standbys.discard_all()
-        for slot in list(self._last_vm):
-            self._tear_down_last(slot)
-        with self._teardowns_lock:
-            pending = list(self._teardowns)
-        for thread in pending:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        with self._teardowns_lock:
-            self._teardowns = [t for t in self._teardowns if t.is_alive()]
+        self.vms.drain(timeout)
 
     def stop(self) -> None:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
         self._stop.set()
-        self._standbys.destroy_all(self.host.destroy)
-        for vm in [*self._active.values(), *(last for last, _dir in list(self._last_vm.values()))]:
-            try:
-                self.host.destroy(vm.name)
-            except InfraError:
-                pass
-
-    # -- one slot
+        self.vms.stop()
 
     def run_one(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         """One (task, trial) on SLOT, infra errors retried on a fresh VM: its record, which is not
@@ -168,9 +146,7 @@ class SlotScheduler:
         ep_dir = self.episode_dir(task, trial) if control is None else self._control_dir(task, control)
         for attempt in range(1, attempts + 1):
             try:
-                if control is None:
-                    return self._episode(slot, task, trial, attempt, started)
-                return self._episode(slot, task, trial, attempt, started, agent=control, ep_dir=ep_dir)
+                return self._attempt(slot, task, trial, attempt, started, control or self.agent, ep_dir)
             except Exception as exc:  # noqa: BLE001 - whose fault it is decides what happens next
                 if self._stop.is_set():
                     return None  # the run is ending: this episode stays unfinished, --resume redoes it
@@ -185,44 +161,25 @@ class SlotScheduler:
                                         t0, slot, attempt, started)
         return None
 
-    def _episode(self, slot: int, task: Task, trial: int, attempt: int, started: datetime, *,
-                 agent: Agent | None = None, ep_dir: Path | None = None) -> EpisodeRecord:
-        agent = agent or self.agent
-        ep_dir = ep_dir or self.episode_dir(task, trial)
+    def _attempt_on_a_vm(self, slot: int, task: Task, trial: int, attempt: int, started: datetime, agent: Agent,
+                         ep_dir: Path) -> EpisodeRecord:
+        """One attempt of an episode: a VM claimed from the supply, the episode's script played on
+        it, the VM given back, and what it came to."""
         shutil.rmtree(ep_dir, ignore_errors=True)
         private_dir(ep_dir.parent)
         ep_dir.mkdir(mode=0o700)
         t0 = time.monotonic()
-        phases: dict[str, float] = {}
-        if self._standbys.has(slot):
-            self._set(slot, task, trial, "standby")
-        vm, waited = self._standbys.take(slot, self._stop)
-        if vm is not None:
-            vm.artifacts = ep_dir
-            # Made before this episode began: its start is not part of this episode's time.
-            phases.update({f"standby_{k}": v for k, v in vm.timings.phases.items()})
-            phases["standby_wait"] = round(waited, 3)
-        else:
-            self._tear_down_last(slot)  # it may hold the warm state this start needs
-            warm, warm_lock = self._claim_warm(slot)
-            self._set(slot, task, trial, "restore" if warm else "boot")
-            vm = self._new_vm(slot, warm, warm_lock, artifacts=ep_dir)
-            self._wait_for_teardown_of(vm.name)
-        self._active[slot] = vm
+        claim = self.vms.claim(slot, ep_dir, phase=lambda phase: self._set(slot, task, trial, phase))
+        vm = claim.vm
         script = EpisodeScript(self.pool, vm, task, agent, ep_dir, set_phase=lambda phase: self._set(slot, task, trial, phase),
-                               at_agent_start=lambda: self._agent_starts(slot))
-        script.state.phases.update(phases)
+                               at_agent_start=lambda: self.vms.agent_started(slot))
+        script.state.phases.update(claim.phases)
+        torn_down = True  # play tears down a VM whose episode failed
         try:
-            try:
-                scored = play(vm, script, stopped=self._stop.is_set)
-            finally:
-                self._tear_down_last(slot)  # when the agent never started
-            if self._standbys.has(slot):
-                self._last_vm[slot] = (vm, ep_dir)  # the next episode starts on the standby
-            else:
-                self._teardown_later(vm, ep_dir)
+            scored = play(vm, script, stopped=self._stop.is_set)
+            torn_down = False
         finally:
-            self._active.pop(slot, None)
+            self.vms.give_back(slot, vm, ep_dir, torn_down=torn_down)
         state = script.state
         record = EpisodeRecord(task.id, trial, scored.outcome, scored.reason, round(time.monotonic() - t0, 2), slot,
                                attempt, started.isoformat(), datetime.now(UTC).isoformat(), state.phases,
@@ -337,94 +294,13 @@ class SlotScheduler:
         since = now.episode_since if now is not None and (now.task_id, now.trial) == (task.id, trial) else time.monotonic()
         self.status[slot] = SlotStatus(task.id, trial, phase, episode_since=since)
 
-    # -- warm slots and teardown
-
-    def _claim_warm(self, slot: int) -> tuple[WarmSlot | None, SlotLock | None]:
-        """The warm state SLOT restores, already held, and its lock: the slot's own when it is
-        free, else a spare (the own one is still being torn down). With none free, (own, None):
-        the episode waits for its own slot as before."""
-        return self._free_warm(slot) or (self.pool.warm.get(slot), None)
-
-    def _free_warm(self, slot: int) -> tuple[WarmSlot, SlotLock] | None:
-        """SLOT's own warm state or a spare, whichever is free first, held; None when none is
-        (or the pool has no spares, when the own one is the only choice)."""
-        own = self.pool.warm.get(slot)
-        if own is None or not self.pool.spare_warm:
-            return None
-        for candidate in (own, *self.pool.spare_warm):
-            lock = slot_lock(self.pool.image, candidate.state.slot)
-            if lock.try_acquire():
-                return candidate, lock
-        return None
-
-    def _agent_starts(self, slot: int) -> None:
-        """The slot's work that waits for an agent to begin: it then shares the cores with the
-        agent, not with the episode's own admin commands."""
-        freeing = self._tear_down_last(slot)
-        self._prepare_standby(slot, after=freeing)
-
-    def _tear_down_last(self, slot: int) -> threading.Thread | None:
-        """Starts tearing down SLOT's last VM, if it still waits for that: the teardown's thread."""
-        last = self._last_vm.pop(slot, None)
-        return None if last is None else self._teardown_later(*last)
-
-    def _prepare_standby(self, slot: int, after: threading.Thread | None = None) -> None:
-        """Makes SLOT's next VM ready in the background, while this episode runs, when there is
-        more work and a warm state free for it, or freed by AFTER, the last VM's teardown
-        (runner.runs.standby): then every episode after a slot's first starts on a standby."""
-        if not self.pool.standby or self._queue.empty() or self._stop.is_set():
-            return
-
-        def make() -> EpisodeVM | None:
-            free = self._free_warm(slot)
-            if free is None:
-                return None
-            return self._new_vm(slot, *free)
-
-        self._standbys.prepare(slot, make, after=after)
-
-    def _new_vm(self, slot: int, warm: WarmSlot | None, warm_lock: SlotLock | None,
-                artifacts: Path | None = None) -> EpisodeVM:
-        """An (unstarted) VM of this pool's for SLOT; ARTIFACTS: its episode's folder, once known."""
-        return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                         options=EpisodeOptions(accel=self.pool.accel), artifacts=artifacts, warm=warm,
-                         warm_lock=warm_lock)
-
-    def _wait_for_teardown_of(self, name: str) -> None:
-        """Until the last VM named NAME is torn down. A cold VM boots under its slot's fixed name
-        and folder, so the slot's last one must be gone first: its teardown destroys by name and
-        removes that folder, and would take the new VM with it. (A warm one is already ordered
-        after that teardown by its slot's lock, which a teardown releases last: the wait adds
-        nothing for it.)"""
-        with self._teardowns_lock:
-            pending = [t for t in self._teardowns if t.name == f"teardown-{name}"]
-        for thread in pending:
-            thread.join()
-
-    def _teardown_later(self, vm: EpisodeVM, ep_dir: Path) -> threading.Thread:
-        """Tears VM down in the background, so the slot's next episode need not wait for it. A
-        teardown that fails is logged and noted in the episode folder; gc collects what it left."""
-        def teardown() -> None:
-            failed = vm.teardown()
-            if failed:
-                try:
-                    (ep_dir / "teardown-error.txt").write_text("\n".join(failed) + "\n")
-                except OSError:
-                    pass
-
-        thread = threading.Thread(target=teardown, name=f"teardown-{vm.name}", daemon=True)
-        with self._teardowns_lock:
-            self._teardowns = [t for t in self._teardowns if t.is_alive()] + [thread]
-        thread.start()
-        return thread
-
     # -- what the live view asks (runner.live)
 
     def active_vm(self, slot: int) -> EpisodeVM | None:
         """The VM the slot runs now, or None between episodes."""
-        return self._active.get(slot)
+        return self.vms.active(slot)
 
-    def intervene(self, slot: int, entry: dict) -> None:
+    def intervene(self, slot: int, entry: dict[str, Any]) -> None:
         """A person's input to SLOT's screen (live view, --live-control): a line of the episode's
         trajectory, marked as a human intervention, and the episode marked intervened."""
         status = self.status.get(slot)

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -144,14 +146,25 @@ def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool) -> RunReque
         agent_env=tuple(sorted(arm.env.items())), timeout_s=arm.timeout_s)
 
 
-@dataclass
-class ArmRun:
+@dataclass(frozen=True)
+class ArmPlan:
+    """An arm planned and checked, before any VM starts."""
+
     arm: Arm
     request: RunRequest
     plan: RunPlan
-    harness: SlotScheduler | None = None
-    log: ResultLog | None = None
-    provenance: dict | None = None
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    """An arm in the study's scope: its own scheduler on the shared slots, its results and run.json."""
+
+    arm: Arm
+    request: RunRequest
+    plan: RunPlan
+    scheduler: SlotScheduler
+    log: ResultLog
+    provenance: dict[str, Any]
 
 
 def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console) -> int:
@@ -159,25 +172,28 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
     out_dir = (out or Path("runs") / f"study-{path.stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
     previous = _check_folder(out_dir, study, resume)
     # Every arm is planned (and so checked) before any VM starts.
-    arms = []
+    planned = []
     for arm in study.spec.arms:
         request = arm_request(study, arm, out_dir, resume)
-        arms.append(ArmRun(arm, request, plan_run(settings, request)))
+        planned.append(ArmPlan(arm, request, plan_run(settings, request)))
     private_dir(out_dir)
-    first = arms[0]
+    first = planned[0]
     with open_scope(settings, ScopeRequest(first.plan.image.name, accel=first.request.accel, start=first.request.start,
                                            vm_pool=first.request.vm_pool),
                     notice=lambda line: console.print(f"[yellow]{escape(line)}[/]", highlight=False)) as scope:
+        arms: list[ArmRun] = []
         work = []
-        for a in arms:
-            a.log = ResultLog(a.plan.out_dir)
-            finished = a.log.finished()
-            a.harness = SlotScheduler(scope.host, settings, scope.pool_for(a.request, a.plan.agent, a.plan.suite.safety,
-                                                                        a.plan.host_scoring),
-                                      a.plan.agent, a.plan.out_dir, on_record=lambda r: print_record(console, r))
-            private_dir(a.plan.out_dir)
-            a.provenance = base_provenance(a.request, a.plan, LocalPool(scope, a.harness, a.request).where())
-            write_json(a.plan.out_dir / "run.json", a.provenance)
+        for p in planned:
+            log = ResultLog(p.plan.out_dir)
+            finished = log.finished()
+            scheduler = SlotScheduler(scope.host, settings, scope.pool_for(p.request, p.plan.agent, p.plan.suite.safety,
+                                                                           p.plan.host_scoring),
+                                      p.plan.agent, p.plan.out_dir, on_record=lambda r: print_record(console, r))
+            private_dir(p.plan.out_dir)
+            provenance = base_provenance(p.request, p.plan, LocalPool(scope, scheduler, p.request).where())
+            write_json(p.plan.out_dir / "run.json", provenance)
+            a = ArmRun(p.arm, p.request, p.plan, scheduler, log, provenance)
+            arms.append(a)
             work += [(a, task, trial) for trial in range(1, a.request.trials + 1) for task in a.plan.tasks
                      if (task.id, trial) not in finished]
         _write_study_json(out_dir, study, arms, previous)
@@ -213,7 +229,7 @@ def _write_study_json(out_dir: Path, study: Study, arms: list[ArmRun], previous:
     if previous:
         data["resumed_at"].append(now)
     data["arms"] = {a.arm.name: {**a.arm.model_dump(mode="json"), "run": a.arm.name,
-                                 "agent_version": (a.provenance or {}).get("agent", {}).get("version"),
+                                 "agent_version": a.provenance.get("agent", {}).get("version"),
                                  "tasks": [t.id for t in a.plan.tasks]} for a in arms}
     write_json(out_dir / STUDY_JSON, data)
 
@@ -232,7 +248,7 @@ def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots:
     todo: queue.SimpleQueue[tuple[ArmRun, Task, int]] = queue.SimpleQueue()
     for item in work:
         todo.put(item)
-    schedulers = [a.harness for a in arms if a.harness is not None]
+    schedulers = [a.scheduler for a in arms]
 
     def take(_slot: int) -> tuple[ArmRun, Task, int] | None:
         try:
@@ -242,10 +258,9 @@ def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots:
 
     def do(slot: int, item: tuple[ArmRun, Task, int]) -> None:
         arm, task, trial = item
-        assert arm.harness is not None
-        record = arm.harness.run_one(slot, task, trial)
+        record = arm.scheduler.run_one(slot, task, trial)
         if record is not None:
-            arm.harness.keep(record)
+            arm.scheduler.keep(record)
 
     def stop_work() -> None:
         for scheduler in schedulers:
@@ -278,10 +293,11 @@ class _AllFinishing:
         for m in self.managers:
             m.__enter__()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         for m in self.managers:
             try:
-                m.__exit__(*exc)
+                m.__exit__(exc_type, exc, tb)
             except BaseException:  # noqa: BLE001 - every arm finishes, whatever one raised
                 pass  # each re-raises what the study is unwinding with; it is raised once, below
         return False

@@ -23,14 +23,13 @@ def tasks():
 def harness(tmp_path: Path, episode, pool: int = 2) -> SlotScheduler:
     """A SlotScheduler whose episodes are EPISODE(task, trial, attempt) instead of VMs: the one seam faked."""
     config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=pool, run_id="t", infra_retries=1)
-    h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
 
-    def fake_episode(slot, task, trial, attempt, started, **_control):
+    def fake_attempt(slot, task, trial, attempt, started, _agent, _ep_dir):
         return episode(task, trial, attempt) or EpisodeRecord(task.id, trial, "fail", "nop", 1.0, slot, attempt,
                                                               started.isoformat(), started.isoformat())
 
-    h._episode = fake_episode
-    return h
+    return SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path,
+                         attempt=fake_attempt)
 
 
 def planted(task_id: str, error: Exception, stage: Stage = "before_agent", host_fault=None):
@@ -76,19 +75,14 @@ def test_a_host_fault_after_the_agent_is_retried_as_infrastructure(tmp_path):
     assert record.outcome == "infra_error" and record.attempts == 2 and "SIGSTOP" in record.reason
 
 
-def test_a_worker_whose_retry_logic_itself_fails_still_records_the_episode(tmp_path, monkeypatch):
-    h = harness(tmp_path, lambda *_: None)
-    real = h._with_retries
-
-    def broken(slot, task, trial):
-        if task.id == "folder-tree":
-            raise OSError(28, "No space left on device")
-        return real(slot, task, trial)
-
-    monkeypatch.setattr(h, "_with_retries", broken)
+def test_a_worker_whose_retry_logic_itself_fails_still_records_the_episode(tmp_path):
+    # The retry logic keeps a failed attempt's traceback in the episode's folder; a file where
+    # the task's folder goes makes that fail, outside any attempt.
+    h = harness(tmp_path, planted("folder-tree", KeyError("surprise")))
+    (tmp_path / "folder-tree").write_text("in the way\n")
     h.run([(t, 1) for t in tasks()])
     record = {r.task_id: r for r in ResultLog(tmp_path).latest()}["folder-tree"]
-    assert record.outcome == "infra_error" and "the runner failed: OSError" in record.reason
+    assert record.outcome == "infra_error" and "the runner failed: NotADirectoryError" in record.reason
 
 
 def test_a_planned_episode_without_a_record_is_named_and_the_run_exits_3(tmp_path, monkeypatch):

@@ -134,3 +134,25 @@ def test_the_rules_can_fail():
     assert layer_of("runner.cli") > layer_of("runner.runs.run") > layer_of("runner.episode")
     assert "runner.runs.results" in runtime_imports("runner.runs.report")
     assert "runner.display.keys" in runtime_imports("runner.scoring.safety")
+
+
+def rendered_layers() -> str:
+    """LAYERS as docs/architecture.md shows them: highest first, each pattern without `runner.`."""
+    lines = []
+    for name, patterns in reversed(LAYERS):
+        shown = [p.removeprefix("runner.") if p != "runner" else "runner (the package)" for p in patterns]
+        line = f"{name:<16}"
+        for index, pattern in enumerate(shown):
+            piece = pattern + ("," if index < len(shown) - 1 else "")
+            if len(line) + 1 + len(piece) > 100 and line.strip():
+                lines.append(line.rstrip())
+                line = " " * 16
+            line += ("" if line.endswith(" ") else " ") + piece
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def test_the_docs_layer_map_is_the_one_enforced_here():
+    doc = (ROOT.parent / "docs" / "architecture.md").read_text()
+    block = doc.split("## Layers", 1)[1].split("```", 2)[1].strip("\n")
+    assert block == rendered_layers(), "docs/architecture.md's layer map differs; it should read:\n" + rendered_layers()

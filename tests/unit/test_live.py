@@ -457,27 +457,26 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
     from runner.agents.builtin import NopAgent
     from runner.runs.live_sources import HarnessSource
     from runner.runs.pool_config import PoolConfig
-    from runner.runs.scheduler import SlotScheduler
+    from runner.runs.scheduler import SlotScheduler, SlotStatus
     from runner.runs.results import EpisodeRecord, ResultLog, summarize
     from runner.scoring.safety import read_trajectory
     from runner.tasks.model import load_suite
 
     tasks = load_suite("linux-core").select(["calc-to-file", "env-var"])
     config = PoolConfig(image=SimpleNamespace(), accel="tcg", vm_pool=1, run_id="t")
-    h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
-    source = HarnessSource(h, "linux-core / nop", total=2)
-    h.on_record = source.record
     seen_while_running = []
 
-    def fake_episode(slot, task, trial, attempt, started, **_control):  # the one seam faked: the VM's episode
-        h._set(slot, task, trial, "agent nop")
-        h.episode_dir(task, trial).mkdir(parents=True)
+    def fake_attempt(slot, task, trial, attempt, started, _agent, ep_dir):  # the one seam faked: the VM's episode
+        h.status[slot] = SlotStatus(task.id, trial, "agent nop")
+        ep_dir.mkdir(parents=True)
         seen_while_running.append(source.slots())
         if task.id == "calc-to-file":
             h.intervene(slot, {"input": "key", "keysym": 0x61, "down": True})
         return EpisodeRecord(task.id, trial, "fail", "nop", 1.0, slot, attempt, started.isoformat(), started.isoformat())
 
-    h._episode = fake_episode
+    h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path, attempt=fake_attempt)
+    source = HarnessSource(h, "linux-core / nop", total=2)
+    h.on_record = source.record
     h.run([(t, 1) for t in tasks])
     records = {r.task_id: r for r in ResultLog(tmp_path).latest()}
     assert records["calc-to-file"].intervened and not records["env-var"].intervened

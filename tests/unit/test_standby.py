@@ -8,12 +8,13 @@ import logging
 import threading
 from types import SimpleNamespace
 
-from runner.agents.builtin import NopAgent
 from runner.errors import GuestUnreachable, InfraError
-from runner.runs import scheduler as harness_module
+import pytest
+
+from runner.runs import vm_supply
 from runner.runs.pool_config import PoolConfig
-from runner.runs.scheduler import SlotScheduler
 from runner.runs.standby import Standbys
+from runner.runs.vm_supply import VmSupply
 
 
 class FakeVm:
@@ -112,61 +113,82 @@ def test_an_unused_standby_is_torn_down_once_made():
     assert vm.done.count("teardown") == 1
 
 
-# -- the harness's side
+# -- through the VM supply (runner.runs.vm_supply)
 
 
 def warm(slot: int):
     return SimpleNamespace(state=SimpleNamespace(slot=slot))
 
 
-def make_harness(tmp_path, spares: tuple, *, standby: bool = True) -> SlotScheduler:
+def supply(tmp_path, spares: tuple, *, standby: bool = True, more_work: bool = True) -> VmSupply:
     image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
     config = PoolConfig(image=image, accel="tcg", vm_pool=1, run_id="t", warm={0: warm(0)}, spare_warm=spares,
                         standby=standby)
-    return SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path)
+    return VmSupply(host=None, settings=None, pool=config, stopping=threading.Event(), more_work=lambda: more_work)
 
 
-class RecordingEpisodeVm(FakeVm):
-    """What the harness constructs for a standby: the warm state it was given, and its lock."""
+class FakeEpisodeVm(FakeVm):
+    """Stands in for the EpisodeVM the supply constructs: it keeps the warm state and lock it was
+    given, and its teardown releases that lock, as EpisodeVM's does last."""
 
-    def __init__(self, *_args, warm, warm_lock, **_kwargs):
+    def __init__(self, *_args, warm, warm_lock, artifacts=None, **_kwargs):
         super().__init__(f"cu-warm-{warm.state.slot}")
-        self.warm, self.warm_lock = warm, warm_lock
+        self.warm, self.warm_lock, self.artifacts = warm, warm_lock, artifacts
+
+    def teardown(self):
+        if self.warm_lock is not None:
+            self.warm_lock.release()
+        return super().teardown()
 
 
-def test_the_harness_makes_a_standby_on_a_spare_while_the_slot_holds_its_own(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_vms(tmp_path, monkeypatch):
     monkeypatch.setattr("runner.images.warm_state.warm_root", lambda image: tmp_path / "warm")
-    monkeypatch.setattr(harness_module, "EpisodeVM", RecordingEpisodeVm)
-    h = make_harness(tmp_path, (warm(1),))
-    _own, own_lock = h._claim_warm(0)  # the running episode's
-    h._queue.put(("task", 1))  # more work to come
-    h._prepare_standby(0)
-    vm, _ = h._standbys.take(0, threading.Event())
-    assert vm.warm.state.slot == 1 and vm.warm_lock is not None
-    vm.warm_lock.release()
-    own_lock.release()
+    monkeypatch.setattr(vm_supply, "EpisodeVM", FakeEpisodeVm)
 
 
-def test_no_standby_without_more_work_without_spares_or_when_turned_off(tmp_path, monkeypatch):
-    monkeypatch.setattr("runner.images.warm_state.warm_root", lambda image: tmp_path / "warm")
-    monkeypatch.setattr(harness_module, "EpisodeVM", RecordingEpisodeVm)
-    for h, work in ((make_harness(tmp_path, (warm(1),)), False), (make_harness(tmp_path, ()), True),
-                    (make_harness(tmp_path, (warm(1),), standby=False), True)):
-        if work:
-            h._queue.put(("task", 1))
-        h._prepare_standby(0)
-        assert h._standbys.take(0, threading.Event()) == (None, 0.0)
+def test_a_slot_gets_a_standby_made_on_a_spare_while_it_holds_its_own(tmp_path, fake_vms):
+    vms = supply(tmp_path, (warm(1),))
+    first = vms.claim(0, tmp_path)
+    assert first.vm.warm.state.slot == 0 and first.vm.done == []  # unstarted: its episode starts it
+    vms.agent_started(0)  # the standby is begun while this episode's agent works
+    vms.give_back(0, first.vm, tmp_path, torn_down=False)
+    assert first.vm.done == []  # it waits for the next episode's agent: a standby is there to start on
+    phases = []
+    second = vms.claim(0, tmp_path / "next", phase=phases.append)
+    assert second.vm.warm.state.slot == 1 and second.vm.done == ["start", "warm_up", "still_ready"]
+    assert phases == ["standby"] and second.phases["standby_restore"] == 0.5 and "standby_wait" in second.phases
+    assert second.vm.artifacts == tmp_path / "next"
+    vms.agent_started(0)  # the first VM goes now
+    vms.give_back(0, second.vm, tmp_path, torn_down=False)
+    vms.drain(10)
+    assert first.vm.done == ["teardown"] and second.vm.done[-1] == "teardown" and vms.still_there() == []
 
 
-def test_a_slots_last_vm_is_torn_down_when_the_next_agent_starts_or_the_run_drains(tmp_path, monkeypatch):
-    monkeypatch.setattr(harness_module, "EpisodeVM", RecordingEpisodeVm)
-    h = make_harness(tmp_path, ())
-    last, other = FakeVm("cu-last-0"), FakeVm("cu-last-1")
-    h._last_vm[0], h._last_vm[1] = (last, tmp_path), (other, tmp_path)
-    h._agent_starts(0)  # slot 0's next episode reached its agent
-    assert list(h._last_vm) == [1]  # slot 1's waits on
-    h.drain(timeout=10)
-    assert last.done == ["teardown"] and other.done == ["teardown"] and h._last_vm == {}
+@pytest.mark.parametrize("spares, standby, more_work", [((), True, True), ((1,), False, True), ((1,), True, False)],
+                         ids=["no spare", "turned off", "no more work"])
+def test_no_standby_without_a_spare_when_turned_off_or_without_more_work(tmp_path, fake_vms, spares, standby,
+                                                                        more_work):
+    vms = supply(tmp_path, tuple(warm(s) for s in spares), standby=standby, more_work=more_work)
+    first = vms.claim(0, tmp_path)
+    vms.agent_started(0)
+    vms.give_back(0, first.vm, tmp_path, torn_down=False)
+    phases = []
+    second = vms.claim(0, tmp_path, phase=phases.append)
+    assert phases == ["restore"] and second.vm.done == [] and second.phases == {}
+    vms.drain(10)
+    assert first.vm.done == ["teardown"]
+
+
+def test_a_slots_last_vm_is_torn_down_when_the_slot_ends(tmp_path, fake_vms):
+    vms = supply(tmp_path, (warm(1),))
+    first = vms.claim(0, tmp_path)
+    vms.agent_started(0)
+    vms.give_back(0, first.vm, tmp_path, torn_down=False)  # kept for the next agent's start
+    assert any("cu-warm-0" in left for left in vms.still_there())
+    vms.slot_ended(0)  # no next episode: it and the unused standby go
+    vms.drain(10)
+    assert first.vm.done == ["teardown"] and vms.still_there() == []
 
 
 def test_standbys_only_when_the_pool_leaves_a_core(monkeypatch):

@@ -140,7 +140,7 @@ def test_the_arms_share_the_slots_and_each_arm_drains_before_the_study_goes_on()
         def still_there(self):
             return []
 
-    arms = [SimpleNamespace(harness=FakeScheduler(n)) for n in ("a", "b")]
+    arms = [SimpleNamespace(scheduler=FakeScheduler(n)) for n in ("a", "b")]
     work = [(arm, task, 1) for task in ("t1", "t2", "t3") for arm in arms]
     _interleave(arms, work, slots=2)
     ran = [e for e in events if e[0] == "run"]
