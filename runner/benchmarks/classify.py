@@ -33,16 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from runner.benchmarks import registry
 from runner.benchmarks.upstream import UpstreamTask
 
 CATEGORIES = ("infeasible", "gdrive", "web", "live-state", "assets", "offline")
-
-# Hosts that serve a benchmark's own files (inputs and gold files): the asset cache holds them.
-ASSET_HOSTS = {
-    "osworld": ("huggingface.co",),
-    # One WAA task downloads a public file from Google Drive: a download like the others.
-    "waa": ("raw.githubusercontent.com", "drive.google.com"),
-}
 
 # Getters that read state only a running app holds (not a file it saved).
 LIVE_GETTERS = frozenset({
@@ -54,12 +48,6 @@ LIVE_GETTERS = frozenset({
 })
 GDRIVE_STEPS = frozenset({"googledrive", "login"})
 GDRIVE_GETTERS = frozenset({"googledrive_file"})
-
-# The apps of each domain that the benchmark's guest image has and ours lacks.
-MISSING_APPS = {
-    "osworld": {"vs_code": "VS Code is not in linux-desktop (Debian ships no VS Code package)"},
-    "waa": {},
-}
 
 _MARKERS = {
     "systemd": re.compile(r"\bsystemctl\b|\bjournalctl\b|\btimedatectl\b|\bloginctl\b"),
@@ -108,7 +96,7 @@ def classify(task: UpstreamTask, collectable: Iterable[str] = ()) -> Classificat
     data = task.data
     body = json.dumps({"config": data.get("config"), "evaluator": data.get("evaluator")})
     urls = set(_URL.findall(body))
-    asset_urls = {u for u in urls if _host_in(u, ASSET_HOSTS[task.bench])}
+    asset_urls = {u for u in urls if _host_in(u, registry.get(task.bench).asset_hosts)}
     web_urls = {u for u in urls - asset_urls if not _is_loopback(u)}
     step_types = {str(s.get("type")) for s in steps(data)}
     getter_types = {str(g.get("type")) for g in getters(data)}
@@ -146,7 +134,7 @@ def _exclusions(task: UpstreamTask, tags: set[str], getter_types: set[str], coll
         reasons.append("needs Google Drive: an account and the internet")
     if "web" in tags:
         reasons.append("needs the internet, and cu-run's guests have none")
-    missing_app = MISSING_APPS[task.bench].get(task.domain)
+    missing_app = registry.get(task.bench).missing_apps.get(task.domain)
     if missing_app:
         reasons.append(missing_app)
     if collectable:

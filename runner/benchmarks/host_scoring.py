@@ -22,9 +22,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from runner.benchmarks import linux_steps, windows_steps
+from runner.benchmarks import registry
 from runner.benchmarks.assets import AssetStore, assets_root, missing_fix, task_assets, urls_of
 from runner.benchmarks.pull import MAX_TOTAL, CollectedRejected, unpack
 from runner.benchmarks.sandbox import Limits, Scoring, run_scorer
@@ -154,13 +155,10 @@ def _left_out_uses(env: ScoringEnv, modules: dict[str, str]) -> dict[str, str]:
     return found
 
 
-# Each benchmark's guest side: where its collector packs the export, how its size is asked.
-STEPS = {"osworld": linux_steps, "waa": windows_steps}
-
-
-def steps_of(task: Task):
+def steps_of(task: Task) -> ModuleType:
+    """TASK's benchmark's guest side: where its collector packs the export, how its size is asked."""
     assert task.spec.source is not None  # a host-scored task has a source (TaskSpec checks)
-    return STEPS[task.spec.source.bench]
+    return registry.get(task.spec.source.bench).steps
 
 
 def collect_and_score(scoring: HostScoring, admin: GuestShell, task: Task, user: DesktopUser,

@@ -31,9 +31,10 @@ from typing import Any
 
 import yaml
 
-from runner.benchmarks import linux_steps, windows_steps
+from runner.benchmarks import registry
+from runner.benchmarks.registry import Profile
 from runner.benchmarks.classify import CATEGORIES, Classification, classify
-from runner.benchmarks.upstream import Bench, UpstreamTask, UpstreamTree, read_tree
+from runner.benchmarks.upstream import UpstreamTask, UpstreamTree, read_tree
 from runner.errors import UsageError
 from runner.tasks.model import UPSTREAM_FILE
 
@@ -45,7 +46,7 @@ COLLECT_TIMEOUT_S = 300  # postconfig sleeps, an app saving, each getter
 
 @dataclass
 class ImportReport:
-    bench: Bench
+    bench: str
     version: str
     out: Path
     written: int = 0
@@ -61,68 +62,19 @@ class ImportReport:
                 "by_tag": dict(sorted(self.tags.items())), "excluded": self.excluded}
 
 
-@dataclass(frozen=True)
-class Profile:
-    """How one benchmark's tasks become cu-run tasks: its guest, its scripts' language."""
-
-    profile: str
-    image: str
-    ext: str
-    helpers: str
-    setup: Callable[[dict[str, Any]], linux_steps.Script]
-    collect: Callable[[dict[str, Any]], linux_steps.Script]
-    collectable: frozenset[str]
-    fidelity: Callable[[UpstreamTask, linux_steps.Script], list[str]]
-
-
-def _linux_fidelity(task: UpstreamTask, setup: linux_steps.Script) -> list[str]:
-    notes = []
-    text = json.dumps({"config": task.data.get("config"), "evaluator": task.data.get("evaluator")})
-    if re.search(r'"python3?"|pyautogui', text):
-        notes.append("python is Debian 12's python3, with pyautogui from PyPI (upstream: Ubuntu 22.04's)")
-    if task.domain == "chrome" or "google-chrome" in text:
-        notes.append("google-chrome is Debian's Chromium under Chrome's name and profile folder")
-    if re.search(r'"pkill", "chrome"|"(pkill|killall) chrome"', text):
-        notes.append("upstream's `pkill chrome` ends Chromium and waits until it has exited (its profile written)")
-    if task.domain == "os" or re.search(r"gnome|gsettings|nautilus", text):
-        notes.append("the desktop is XFCE, not GNOME: GNOME's settings and apps are not there")
-    if any("upstream sleeps" in line for line in setup.lines):
-        notes.append("a sleep before activate_window waits for that window instead")
-    if "sudo" in text:
-        notes.append("upstream's user has sudo (password 'password'); here setup and collection run as root "
-                     "and the agent has no sudo: a solution that needs root cannot be done here")
-    return notes
-
-
-def _windows_fidelity(task: UpstreamTask, setup: linux_steps.Script) -> list[str]:
-    notes = ["the guest is cu-run's windows-11 image, not WAA's; its user is cu, not Docker "
-             "(C:\\Users\\Docker in upstream's paths is the desktop user's home)"]
-    if any("upstream sleeps" in line for line in setup.lines):
-        notes.append("a sleep before activate_window waits for that window instead")
-    return notes
-
-
-PROFILES: dict[Bench, Profile] = {
-    "osworld": Profile("linux", "linux-desktop", ".sh", linux_steps.STEPS_SH, linux_steps.setup_script,
-                       linux_steps.collect_script, frozenset(linux_steps.COLLECTORS), _linux_fidelity),
-    "waa": Profile("windows", "windows-11", ".ps1", windows_steps.STEPS_PS1, windows_steps.setup_script,
-                   windows_steps.collect_script, frozenset(windows_steps.COLLECTORS), _windows_fidelity),
-}
-
-
 def task_id(task: UpstreamTask) -> str:
     """The cu-run id: the task file's name, lower-case (ids are; WAA's have capitals)."""
     stem = Path(task.path).stem.lower()
     return re.sub(r"[^a-z0-9-]+", "-", stem).strip("-")
 
 
-def import_tree(bench: Bench, src: Path, out: Path, version: str | None = None,
+def import_tree(bench: str, src: Path, out: Path, version: str | None = None,
                 say: Callable[[str], None] = lambda _m: None) -> ImportReport:
     tree = read_tree(bench, src, version)
     _check_out(out, bench)
     out.mkdir(parents=True, exist_ok=True)
     report = ImportReport(bench, tree.version, out)
-    profile = PROFILES[bench]
+    profile = registry.get(bench).profile
     seen: dict[str, str] = {}
     for number, task in enumerate(tree.tasks, 1):
         ident = task_id(task)
@@ -138,7 +90,7 @@ def import_tree(bench: Bench, src: Path, out: Path, version: str | None = None,
     return report
 
 
-def _check_out(out: Path, bench: Bench) -> None:
+def _check_out(out: Path, bench: str) -> None:
     """OUT is new, empty, or an earlier import of BENCH: never a folder of other tasks."""
     if not out.exists() or not any(out.iterdir()):
         return

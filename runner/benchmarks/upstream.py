@@ -15,23 +15,16 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from runner.benchmarks import registry
 from runner.errors import UsageError
 
-Bench = Literal["osworld", "waa"]
-BENCHES: tuple[Bench, ...] = ("osworld", "waa")
-
-# Where each benchmark keeps its examples, from the root of its repository.
-_EXAMPLES_ROOT = {
-    "osworld": "evaluation_examples",
-    "waa": "src/win-arena-container/client/evaluation_examples_windows",
-}
 
 
 @dataclass(frozen=True)
 class UpstreamTask:
-    bench: Bench
+    bench: str
     upstream_id: str
     domain: str
     path: str  # inside the benchmark's tree, as the task's source records it
@@ -47,13 +40,13 @@ class UpstreamTask:
 
 @dataclass(frozen=True)
 class UpstreamTree:
-    bench: Bench
+    bench: str
     root: Path
     version: str  # a git commit, or what the folder's name says (osworld-f6cee71), or "unknown"
     tasks: tuple[UpstreamTask, ...]
 
 
-def read_tree(bench: Bench, src: Path, version: str | None = None) -> UpstreamTree:
+def read_tree(bench: str, src: Path, version: str | None = None) -> UpstreamTree:
     """Every task file of BENCH under SRC, in a stable order (domain, then id)."""
     examples_root = _find_examples_root(bench, src)
     examples = examples_root / "examples"
@@ -79,13 +72,14 @@ def read_tree(bench: Bench, src: Path, version: str | None = None) -> UpstreamTr
     return UpstreamTree(bench, src, version or _version(src), tuple(tasks))
 
 
-def _find_examples_root(bench: Bench, src: Path) -> Path:
+def _find_examples_root(bench: str, src: Path) -> Path:
+    examples_root = registry.get(bench).examples_root
     if not src.is_dir():
         raise UsageError(f"{src}: no such folder", fix=f"pass the root of a checkout of {bench}")
-    for candidate in (src / _EXAMPLES_ROOT[bench], src):
+    for candidate in (src / examples_root, src):
         if (candidate / "examples").is_dir():
             return candidate
-    raise UsageError(f"{src} is not a {bench} tree: it has no {_EXAMPLES_ROOT[bench]}/examples/",
+    raise UsageError(f"{src} is not a {bench} tree: it has no {examples_root}/examples/",
                      fix=f"pass the root of a checkout of {bench}, or the folder that holds examples/")
 
 

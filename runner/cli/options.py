@@ -126,9 +126,17 @@ def _some_tasks(text: str | None) -> str | None:
 
 TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]",
                                               callback=_some_tasks)]
-class BenchChoice(StrEnum):
-    osworld = "osworld"
-    waa = "waa"
+def _a_benchmark(name: str) -> str:
+    """A registered benchmark's name (runner.benchmarks.registry), or a usage error listing them."""
+    from runner.benchmarks.registry import names
+
+    if name not in names():
+        raise typer.BadParameter(f"{name!r} is not one of {', '.join(names())}", param_hint="'BENCH'")
+    return name
+
+
+BenchArg = Annotated[str, typer.Argument(help="the benchmark: osworld or waa (runner.benchmarks.registry)",
+                                         callback=_a_benchmark, metavar="BENCH", show_default=False)]
 
 
 TagsOpt = Annotated[list[str] | None, typer.Option(

@@ -26,7 +26,7 @@ from runner.cli.options import (
     SuiteOpt,
     suites_app,
     tasks_app,
-    BenchChoice,
+    BenchArg,
     TagsOpt,
     ExcludeTagsOpt,
     AssetsOpt,
@@ -65,7 +65,7 @@ def tasks_list(suite: SuiteOpt = "linux-core", tags: TagsOpt = None, exclude_tag
 
 @tasks_app.command("import")
 def tasks_import(
-    bench: Annotated[BenchChoice, typer.Argument(help="the benchmark: osworld or waa")],
+    bench: BenchArg,
     src: Annotated[Path, typer.Argument(help="its checkout, or a snapshot of its task files")],
     out: Annotated[Path, typer.Option("--out", help="the suite folder to write (new, or an earlier import)")],
     version: Annotated[str | None, typer.Option(
@@ -74,9 +74,9 @@ def tasks_import(
     """Import a benchmark's tasks as a cu-run suite, scored on the host by its own metrics."""
     from runner.benchmarks.importer import import_tree
 
-    report = import_tree(bench.value, src, out, version, say=lambda m: err.print(m, highlight=False))
+    report = import_tree(bench, src, out, version, say=lambda m: err.print(m, highlight=False))
     counts = report.as_dict()
-    con.print(f"{report.written} {bench.value} tasks ({report.version}) written to {escape(str(out))}: "
+    con.print(f"{report.written} {bench} tasks ({report.version}) written to {escape(str(out))}: "
               f"{counts['runnable']} run here, {len(report.excluded)} are left out (each with its reason), "
               f"{report.oracles} with cu-run's oracle", highlight=False)
     con.print("by category: " + ", ".join(f"{k} {v}" for k, v in counts["by_category"].items()), highlight=False)

@@ -1,0 +1,84 @@
+"""The benchmarks cu-run imports, one module each that registers itself.
+
+A benchmark module (runner.benchmarks.osworld, runner.benchmarks.waa) says everything the
+importer, the classifier and the host's scoring need to know of its benchmark, in one
+`Benchmark`: where a checkout keeps its task files, how its tasks become cu-run tasks (the
+guest, the script language, the step translators), the hosts its assets come from, the apps its
+domains use that the guest lacks, and the guest side of the host's scoring. A new benchmark is
+one such module, added to BUILT_IN (or registered by a lab's own code before it imports).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import UsageError
+
+if TYPE_CHECKING:
+    from runner.benchmarks.linux_steps import Script
+    from runner.benchmarks.upstream import UpstreamTask
+
+BUILT_IN = ("runner.benchmarks.osworld", "runner.benchmarks.waa")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one benchmark's tasks become cu-run tasks: its guest, its scripts' language."""
+
+    profile: str  # the guest profile (runner.profiles)
+    image: str  # the catalog image its tasks run on
+    ext: str  # its scripts' extension: .sh, .ps1
+    helpers: str  # the helpers setup and collection call (steps.<ext>)
+    setup: Callable[[dict[str, Any]], Script]
+    collect: Callable[[dict[str, Any]], Script]
+    collectable: frozenset[str]  # the getter types its collector gathers
+    fidelity: Callable[[UpstreamTask, Script], list[str]]  # where this guest differs from the benchmark's
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    examples_root: str  # where a checkout keeps evaluation examples, from the repository's root
+    profile: Profile
+    steps: ModuleType  # its guest side of host scoring: where the collector packs the export
+    asset_hosts: tuple[str, ...]  # hosts that serve its own files (the asset store holds them)
+    missing_apps: Mapping[str, str] = field(default_factory=dict)  # domain -> why its app is not here
+
+
+_REGISTERED: dict[str, Benchmark] = {}
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Adds BENCHMARK (a module's own line, at its import); a name is registered once."""
+    if benchmark.name in _REGISTERED and _REGISTERED[benchmark.name] is not benchmark:
+        raise ValueError(f"benchmark {benchmark.name} is registered twice")
+    _REGISTERED[benchmark.name] = benchmark
+    return benchmark
+
+
+def unregister(name: str) -> None:
+    """Removes a registration (a test's throwaway benchmark)."""
+    _REGISTERED.pop(name, None)
+
+
+def _load_built_in() -> None:
+    for module in BUILT_IN:
+        importlib.import_module(module)
+
+
+def names() -> tuple[str, ...]:
+    _load_built_in()
+    return tuple(_REGISTERED)
+
+
+def get(name: str) -> Benchmark:
+    """The benchmark NAME, or a UsageError naming those there are."""
+    _load_built_in()
+    try:
+        return _REGISTERED[name]
+    except KeyError:
+        raise UsageError(f"no benchmark {name!r}: cu-run imports {', '.join(_REGISTERED)}") from None
