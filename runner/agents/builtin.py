@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult
+from runner.agents.registry import BuiltIn, register_agent
 from runner.episode import EpisodeVM
 from runner.errors import CommandTimeout
 from runner.mcp.session import McpSession
@@ -43,3 +44,7 @@ class NopAgent(Agent):
     def run(self, vm: EpisodeVM, task: Task, log: Path, session: McpSession | None) -> AgentResult:
         log.write_text("nop: did nothing\n")
         return AgentResult("done")
+
+
+register_agent(BuiltIn("oracle", lambda _options: OracleAgent()))
+register_agent(BuiltIn("nop", lambda _options: NopAgent()))

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult, agent_environment, run_process
+from runner.agents.registry import BuiltIn, register_agent
 from runner.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import McpSession
@@ -48,3 +49,6 @@ class CommandAgent(Agent):
         assert session is not None
         env = {**os.environ, **self.env, **agent_environment(task, session)}
         return run_process(self.argv, env, log, task.spec.timeout_s, cwd=log.parent)
+
+
+register_agent(BuiltIn("command", lambda options: CommandAgent(options.command, env=options.env)))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult, agent_environment, run_process
+from runner.agents.registry import AgentOptions, BuiltIn, register_agent
 from runner.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import SERVER_NAME, McpSession
@@ -162,3 +163,12 @@ class CodexAgent(ModelCliAgent):
                 # `codex exec` (approval policy "never") would otherwise refuse every call for
                 "-c", f'{table}.default_tools_approval_mode="approve"',
                 f"{self.system_prompt}\n\n{task.spec.instruction}"]
+
+
+def _maker(cli: type[ModelCliAgent]) -> Callable[[AgentOptions], Agent]:
+    return lambda options: cli(options.max_turns, append_prompt=options.append_prompt, env=options.env,
+                               model=options.model)
+
+
+for _cli in (ClaudeAgent, CodexAgent):
+    register_agent(BuiltIn(_cli.name, _maker(_cli), drives_a_model=True))

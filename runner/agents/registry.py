@@ -5,41 +5,89 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from runner.agents.base import Agent
-from runner.agents.builtin import NopAgent, OracleAgent
-from runner.agents.command import CommandAgent
-from runner.agents.model_cli import ClaudeAgent, CodexAgent
-from runner.agents.scripted import UI_ORACLE, ScriptedAgent
 from runner.errors import UsageError
 from runner.tasks.model import Task
 
+# The modules that register the built-in agents, each its own (loaded at the first lookup).
+BUILT_IN = ("runner.agents.builtin", "runner.agents.scripted", "runner.agents.command", "runner.agents.model_cli")
+UI_ORACLE = "ui_oracle.yaml"  # the scripted agent's default script, in each task's folder
 
-AGENTS = {"oracle": OracleAgent, "nop": NopAgent, "scripted": ScriptedAgent, "command": CommandAgent,
-          "claude": ClaudeAgent, "codex": CodexAgent}
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """What the command line gives an agent: each built-in takes what applies to it."""
+
+    command: str | None = None  # --agent-cmd
+    max_turns: int = 50
+    script: str = UI_ORACLE  # --agent-script
+    append_prompt: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # --agent-env, a study arm's environment
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class BuiltIn:
+    """A built-in agent: its --agent name, how it is made, and whether it drives a model (only
+    those take --model and an appended system prompt)."""
+
+    name: str
+    make: Callable[[AgentOptions], Agent]
+    drives_a_model: bool = False
+
+
+_REGISTERED: dict[str, BuiltIn] = {}
+
+
+def register_agent(entry: BuiltIn) -> BuiltIn:
+    """Adds a built-in agent (its module's own line, at its import); a name is registered once."""
+    if entry.name in _REGISTERED and _REGISTERED[entry.name] is not entry:
+        raise ValueError(f"agent {entry.name} is registered twice")
+    _REGISTERED[entry.name] = entry
+    return entry
+
+
+def unregister_agent(name: str) -> None:
+    """Removes a registration (a test's throwaway agent)."""
+    _REGISTERED.pop(name, None)
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every agent's name: the built-ins in BUILT_IN's order (whichever module was imported first),
+    then any registered by other code."""
+    for module in BUILT_IN:
+        importlib.import_module(module)
+    registered = list(_REGISTERED)
+
+    def order(name: str) -> tuple[int, int]:
+        module = getattr(_REGISTERED[name].make, "__module__", "")
+        return (BUILT_IN.index(module) if module in BUILT_IN else len(BUILT_IN), registered.index(name))
+
+    return tuple(sorted(registered, key=order))
 
 
 def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50,
                script: str = UI_ORACLE, append_prompt: str = "", env: dict[str, str] | None = None,
                model: str | None = None) -> Agent:
+    """The agent NAME (a built-in, or MODULE:CLASS), made and checked for TASKS."""
     if ":" in name:
         yours = imported_agent(name)
         yours.preflight(tasks)
         return yours
-    if name not in AGENTS:
-        raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(AGENTS)}, or MODULE:CLASS")
-    if append_prompt and name not in ("claude", "codex"):
-        raise UsageError(f"an appended system prompt is for the claude and codex agents, not {name}")
-    if model and name not in ("claude", "codex"):
-        raise UsageError(f"--model chooses the model of the claude and codex agents; {name} has none",
+    names = agent_names()
+    if name not in names:
+        raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(names)}, or MODULE:CLASS")
+    entry = _REGISTERED[name]
+    with_model = " and ".join(n for n in names if _REGISTERED[n].drives_a_model)
+    if append_prompt and not entry.drives_a_model:
+        raise UsageError(f"an appended system prompt is for the {with_model} agents, not {name}")
+    if model and not entry.drives_a_model:
+        raise UsageError(f"--model chooses the model of the {with_model} agents; {name} has none",
                          fix="drop --model, or tell your own agent its model through --agent-env")
-    if name == "command":
-        agent: Agent = CommandAgent(command, env=env)
-    elif name in ("claude", "codex"):
-        agent = AGENTS[name](max_turns, append_prompt=append_prompt, env=env, model=model)
-    elif name == "scripted":
-        agent = ScriptedAgent(script)
-    else:
-        agent = AGENTS[name]()
+    agent = entry.make(AgentOptions(command, max_turns, script, append_prompt, dict(env or {}), model))
     agent.preflight(tasks)
     return agent
 

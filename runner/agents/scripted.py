@@ -12,6 +12,7 @@ from mcp.types import TextContent
 from mcp.client.streamable_http import streamable_http_client
 
 from runner.agents.base import Agent, AgentResult
+from runner.agents.registry import UI_ORACLE, BuiltIn, register_agent
 from runner.agents.conditions import ConditionTimeout, DisplayObserver, wait_for
 from runner.agents.ui_script import SleepStep, Step, ToolStep, WaitStep, baseline_needed, load_ui_script
 from runner.episode import EpisodeVM
@@ -21,7 +22,6 @@ from runner.mcp.session import McpSession
 from runner.tasks.model import Task
 from typing_extensions import override
 
-UI_ORACLE = "ui_oracle.yaml"
 
 
 class ScriptedAgent(Agent):
@@ -131,3 +131,6 @@ class ScriptedAgent(Agent):
             return AgentResult("error", f"step {number}: {exc}")
         lines.append(f"{number}: {condition.describe()} after {waited.seconds:g} s ({waited.polls} looks)")
         return None
+
+
+register_agent(BuiltIn("scripted", lambda options: ScriptedAgent(options.script)))

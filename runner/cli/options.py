@@ -70,26 +70,23 @@ class StartChoice(StrEnum):
     cold = "cold"
 
 
-class AgentChoice(StrEnum):
-    oracle = "oracle"
-    nop = "nop"
-    scripted = "scripted"
-    command = "command"
-    claude = "claude"
-    codex = "codex"
-
-
 def _agent_name(name: str) -> str:
-    """--agent: a built-in agent, or MODULE:CLASS (an Agent subclass of the user's)."""
-    if name in AgentChoice.__members__.values() or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", name):
+    """--agent: a built-in agent (runner.agents.registry), or MODULE:CLASS (an Agent subclass of the user's)."""
+    from runner.agents.registry import agent_names
+
+    if name in agent_names() or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", name):
         return name
-    raise typer.BadParameter(f"{name!r} is not an agent: use one of {', '.join(a.value for a in AgentChoice)}, "
+    raise typer.BadParameter(f"{name!r} is not an agent: use one of {', '.join(agent_names())}, "
                              "or MODULE:CLASS for an Agent subclass of yours", param_hint="'--agent'")
 
 
-AgentOpt = Annotated[str, typer.Option("--agent", help="who acts on the VM: oracle, nop, scripted, command, claude, "
-                                                      "codex, or MODULE:CLASS (an Agent subclass of yours)",
-                                       callback=_agent_name)]
+def _agents_help() -> str:
+    from runner.agents.registry import agent_names
+
+    return f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS (an Agent subclass of yours)"
+
+
+AgentOpt = Annotated[str, typer.Option("--agent", help=_agents_help(), callback=_agent_name)]
 
 
 class GateChoice(StrEnum):

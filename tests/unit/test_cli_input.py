@@ -33,11 +33,17 @@ def test_error_messages_print_literally(tmp_path):
     assert "'[/x]'" in result.stderr and "field 'id'" in result.stderr
 
 
-def test_the_agent_choices_are_the_agents_there_are():
-    from runner.agents.registry import AGENTS
-    from runner.cli.options import AgentChoice
+def test_the_agent_help_names_the_agents_there_are():
+    from runner.agents.registry import agent_names
 
-    assert [a.value for a in AgentChoice] == list(AGENTS)
+    from typer.testing import CliRunner
+
+    from runner.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--help"], terminal_width=400)
+    shown = " ".join(result.output.replace("│", " ").split())
+    assert f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS" in shown
+    assert agent_names() == ("oracle", "nop", "scripted", "command", "claude", "codex")
 
 
 def test_counts_below_one_fail_at_parse_time_naming_the_flag():
