@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import OutputTooLarge
+from runner.errors import GuestUnreachable, OutputTooLarge
 
 
 # The most a guest command's output (stdout and stderr together) may hold before the host stops
@@ -61,3 +63,26 @@ class GuestShell(ABC):
     @abstractmethod
     def close(self) -> None:
         """Closes the connection. Idempotent."""
+
+
+class NotReady(Exception):
+    """A shell's readiness check failed in a way that passes: the guest is still coming up. Its
+    cause is the failure, said if the wait runs out."""
+
+
+def poll_until_ready(what: str, timeout: float, pause: float, attempt: Callable[[float], None]) -> float:
+    """The wait_ready loop every shell shares: ATTEMPT(seconds left) until it returns, pausing
+    PAUSE between tries; NotReady from it is tried again, anything else raised at once (a
+    permanent refusal). Returns the seconds waited; GuestUnreachable, naming WHAT and the last
+    failure, at the deadline."""
+    started = time.monotonic()
+    deadline = started + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            attempt(max(0.0, deadline - time.monotonic()))
+            return time.monotonic() - started
+        except NotReady as not_yet:
+            last = not_yet.__cause__ or not_yet
+        time.sleep(pause)
+    raise GuestUnreachable(f"{what} did not answer within {timeout:.0f} s (last: {type(last).__name__}: {last})")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, NotReady, output_too_large, poll_until_ready
 from typing_extensions import override
 
 # Sends one agent command ({"execute": ..., "arguments": ...}) and returns its "return" value.
@@ -81,17 +81,13 @@ class QemuAgentShell(GuestShell):
 
     @override
     def wait_ready(self, timeout: float) -> float:
-        started = time.monotonic()
-        deadline = started + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
+        def ping(left: float) -> None:
             try:
-                self._call("guest-ping", timeout=max(1.0, min(5.0, deadline - time.monotonic())))
-                return time.monotonic() - started
+                self._call("guest-ping", timeout=max(1.0, min(5.0, left)))
             except (GuestUnreachable, AgentCommandFailed) as exc:  # not connected yet: still booting
-                last = exc
-                time.sleep(0.1)
-        raise GuestUnreachable(f"the QEMU guest agent did not answer within {timeout:.0f} s (last: {last})")
+                raise NotReady from exc
+
+        return poll_until_ready("the QEMU guest agent", timeout, 0.1, ping)
 
     def freeze_filesystems(self) -> int:
         """Freezes the guest's filesystems (FIFREEZE each): what was written is on the disk, ext4's

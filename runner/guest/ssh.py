@@ -17,7 +17,7 @@ from pathlib import Path
 import paramiko
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, NotReady, output_too_large, poll_until_ready
 from typing_extensions import override
 
 # paramiko logs every refused or cut-short handshake at ERROR while a guest boots;
@@ -137,29 +137,22 @@ class SshShell(GuestShell):
 
     @override
     def wait_ready(self, timeout: float) -> float:
-        started = time.monotonic()
-        deadline = started + timeout
-        last: BaseException | None = None
-        while time.monotonic() < deadline:
+        def connect(left: float) -> None:
             try:
-                client = self._open(timeout=min(10.0, max(1.0, deadline - time.monotonic())))
+                client = self._open(timeout=min(10.0, max(1.0, left)))
             except Exception as exc:
-                if not is_transient_ssh_error(exc):
-                    raise GuestUnreachable(
-                        f"SSH to {self.address} refused for good: {type(exc).__name__}: {exc}",
-                        fix="the image's keys do not match the guest: rebuild it with cu-run image build --force",
-                    ) from exc
-                last = exc
-                time.sleep(0.5)
-                continue
+                if is_transient_ssh_error(exc):
+                    raise NotReady from exc
+                raise GuestUnreachable(
+                    f"SSH to {self.address} refused for good: {type(exc).__name__}: {exc}",
+                    fix="the image's keys do not match the guest: rebuild it with cu-run image build --force",
+                ) from exc
             with self._lock:
                 if self._client is not None:
                     self._client.close()
                 self._client = client
-            return time.monotonic() - started
-        raise GuestUnreachable(
-            f"SSH to {self.address} did not answer within {timeout:.0f} s (last: {type(last).__name__}: {last})"
-        )
+
+        return poll_until_ready(f"SSH to {self.address}", timeout, 0.5, connect)
 
     @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:

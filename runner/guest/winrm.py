@@ -34,7 +34,7 @@ from winrm.exceptions import (
 from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, output_too_large
+from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, NotReady, output_too_large, poll_until_ready
 from typing_extensions import override
 
 PRELUDE = ("$ProgressPreference = 'SilentlyContinue'\r\n"
@@ -132,18 +132,12 @@ class WinRmShell(GuestShell):
 
     @override
     def wait_ready(self, timeout: float) -> float:
-        started = time.monotonic()
-        deadline = started + timeout
-        last: BaseException | None = None
-        while time.monotonic() < deadline:
+        def echo(left: float) -> None:
             try:
                 result = self._session(lambda p, s: self._command(p, s, "cmd.exe", ("/c", "echo ready"),
-                                                                  deadline=min(deadline, time.monotonic() + 30)))
-                if result.stdout.strip() == "ready":
-                    return time.monotonic() - started
-                last = RuntimeError(f"unexpected answer {result.stdout!r}")
+                                                                  deadline=time.monotonic() + min(left, 30)))
             except CommandTimeout as exc:
-                last = exc
+                raise NotReady from exc
             except Exception as exc:
                 cause = exc.__cause__ if isinstance(exc, GuestUnreachable) and exc.__cause__ else exc
                 refusal = sddl_refusal(cause, self.user)
@@ -154,10 +148,11 @@ class WinRmShell(GuestShell):
                         f"WinRM at {self.address} refused for good: {type(cause).__name__}: {cause}",
                         fix="check the image's credentials in its manifest and that WinRM allows them",
                     ) from exc
-                last = exc
-            time.sleep(1.0)
-        raise GuestUnreachable(f"WinRM at {self.address} did not answer within {timeout:.0f} s "
-                               f"(last: {type(last).__name__}: {last})")
+                raise NotReady from exc
+            if result.stdout.strip() != "ready":
+                raise NotReady from RuntimeError(f"unexpected answer {result.stdout!r}")
+
+        return poll_until_ready(f"WinRM at {self.address}", timeout, 1.0, echo)
 
     @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
