@@ -34,12 +34,13 @@ from runner.api import (
     run_request,
     validate,
 )
+from runner import __version__ as runner_version
 from runner.errors import CuRunError, InfraError, UsageError
 from runner.runs.request import RunRequest
 from runner.runs.results import EpisodeRecord
 from runner.runs.run import RunResult
 
-__version__ = "0.1.0"
+__version__ = runner_version
 
 __all__ = [
     "Comparison", "CuRunError", "EpisodeRecord", "InfraError", "McpEndpoint", "RunRequest", "RunResult", "RunResults",

@@ -28,6 +28,14 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
         return subprocess.run([str(venv / "bin" / "cu-run"), *args], capture_output=True, text=True, cwd=tmp_path,
                               timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "HOME": str(tmp_path)})
 
+    import runner
+
+    version = run("--version")
+    assert version.stdout.strip() == f"cu-run {runner.__version__}", version.stdout + version.stderr
+    installed_version = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m, cu_run; "
+                                        "print(m.version('cu-run'), cu_run.__version__)"],
+                                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert installed_version.stdout.split() == [runner.__version__] * 2, installed_version.stderr  # one version
     listed = run("tasks", "list", "--suite", "linux-core")
     assert listed.returncode == 0 and "editor-write-save" in listed.stdout, listed.stdout + listed.stderr
     assert "site-packages" in "".join(listed.stdout.split())  # the title wraps the path at any width
