@@ -39,7 +39,7 @@ class UsageError(CuRunError):
 class InfraError(CuRunError):
     """The machinery under an episode broke (libvirt, QEMU, the guest's shell or screen).
 
-    Never scored as the agent's failure; the harness may retry on a fresh VM.
+    Never scored as the agent's failure; the scheduler may retry on a fresh VM.
     """
 
 

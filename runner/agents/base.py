@@ -29,7 +29,7 @@ class AgentResult:
 
 class Agent(ABC):
     name: str
-    needs_mcp = False  # True: the harness hands run() an MCP session for the episode
+    needs_mcp = False  # True: the scheduler hands run() an MCP session for the episode
     model: str | None = None  # the model behind the agent, where it has one and it was chosen (run.json records it)
 
     def preflight(self, tasks: tuple[Task, ...]) -> None:  # noqa: B027 - a hook with nothing to check by default

@@ -71,7 +71,7 @@ class RunOrder:
 
 @dataclass
 class HostRun:
-    harness: SlotScheduler
+    scheduler: SlotScheduler
     tasks: dict
     folder: Path
 
@@ -156,7 +156,7 @@ class HostService:
             runs = list(self._runs.items())
         return [{"run": key, "slot": slot, "task": s.task_id, "trial": s.trial, "phase": s.phase,
                  "elapsed_s": round(now - s.since, 1)}
-                for key, run in runs for slot, s in sorted(run.harness.status.items()) if s.task_id]
+                for key, run in runs for slot, s in sorted(run.scheduler.status.items()) if s.task_id]
 
     # -- images
 
@@ -235,7 +235,7 @@ class HostService:
         slot = self.free_slots.take(lambda: self._run(run_key))
         try:
             run = self._run(run_key)
-            record = run.harness.run_one(slot, run.tasks[task_id], trial)
+            record = run.scheduler.run_one(slot, run.tasks[task_id], trial)
         finally:
             self.free_slots.give(slot)
         if record is None:
@@ -257,8 +257,8 @@ class HostService:
             run = self._runs.pop(run_key, None)
             self.leases.drop(run_key)
         if run is not None:
-            run.harness.stop()
-            run.harness.drain()  # the VMs still being torn down in the background
+            run.scheduler.stop()
+            run.scheduler.drain()  # the VMs still being torn down in the background
             shutil.rmtree(run.folder, ignore_errors=True)
 
     def shutdown(self) -> None:

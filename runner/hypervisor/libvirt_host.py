@@ -329,7 +329,7 @@ class LibvirtHost(Host):
         """COMMAND to NAME's QEMU guest agent; its answer's "return" value.
 
         The agent is reached through libvirtd, so libvirtd's own trouble is a HostFault, never
-        the guest's: the harness then retries the episode instead of blaming the agent. A
+        the guest's: the scheduler then retries the episode instead of blaming the agent. A
         libvirtd that is restarting is waited for; a command is never sent twice (it may have
         started a script, or read a piece of a file)."""
         deadline = time.monotonic() + LIBVIRTD_RETURN_WAIT

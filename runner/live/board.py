@@ -1,7 +1,7 @@
 """What the live view shows, and where it gets it: the LiveSource seam.
 
 The server (runner.live.server) knows nothing of runs or VMs. It asks a LiveSource for the
-slots, a slot's screen, and how to reach a slot's VNC. A run's pool (HarnessSource) and a
+slots, a slot's screen, and how to reach a slot's VNC. A run's pool (SchedulerSource) and a
 single VM (`vm up --live`, `mcp --live`: SingleVmSource) are the two sources.
 """
 

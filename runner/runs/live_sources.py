@@ -14,11 +14,11 @@ from runner.runs.results import EpisodeRecord
 from typing_extensions import override
 
 
-class HarnessSource(LiveSource):
-    """A local run: the harness's slots, the episodes it has finished, and its VMs' screens."""
+class SchedulerSource(LiveSource):
+    """A local run: the scheduler's slots, the episodes it has finished, and its VMs' screens."""
 
-    def __init__(self, harness: SlotScheduler, title: str, total: int, done_before: int = 0) -> None:
-        self.harness = harness
+    def __init__(self, scheduler: SlotScheduler, title: str, total: int, done_before: int = 0) -> None:
+        self.scheduler = scheduler
         self.title = title
         self.total = total
         self._done_before = done_before
@@ -34,7 +34,7 @@ class HarnessSource(LiveSource):
     def slots(self) -> list[SlotView]:
         now = time.monotonic()
         return [SlotView(slot, s.task_id, s.trial, s.phase, now - s.episode_since)
-                for slot, s in sorted(self.harness.status.items()) if s.task_id]
+                for slot, s in sorted(self.scheduler.status.items()) if s.task_id]
 
     @override
     def progress(self) -> tuple[int, int]:
@@ -48,12 +48,12 @@ class HarnessSource(LiveSource):
 
     @override
     def display(self, slot: int) -> Display | None:
-        vm = self.harness.active_vm(slot)
+        vm = self.scheduler.active_vm(slot)
         return _display_of(vm)
 
     @override
     def vnc(self, slot: int) -> VncTarget | None:
-        return _vnc_of(self.harness.active_vm(slot), lambda entry: self.harness.intervene(slot, entry))
+        return _vnc_of(self.scheduler.active_vm(slot), lambda entry: self.scheduler.intervene(slot, entry))
 
 
 class SingleVmSource(LiveSource):

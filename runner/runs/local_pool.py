@@ -52,9 +52,9 @@ class LocalPool(Pool):
 
     @override
     def live_source(self, title: str, total: int, done_before: int) -> LiveSource | None:
-        from runner.runs.live_sources import HarnessSource
+        from runner.runs.live_sources import SchedulerSource
 
-        source = HarnessSource(self.scheduler, title, total, done_before=done_before)
+        source = SchedulerSource(self.scheduler, title, total, done_before=done_before)
         shown = self.scheduler.on_record
 
         def on_record(record: EpisodeRecord) -> None:

@@ -139,7 +139,7 @@ class SlotScheduler:
 
     def _with_retries(self, slot: int, task: Task, trial: int, control: Agent | None = None) -> EpisodeRecord | None:
         """CONTROL: an episode of that agent instead of the run's, in a folder of its own beside
-        the trial's (runner.runs.harness._judge_verifier_error)."""
+        the trial's (_judge_verifier_error below)."""
         started = datetime.now(UTC)
         t0 = time.monotonic()
         attempts = self.pool.infra_retries + 1

@@ -92,7 +92,7 @@ def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_prob
     run = service._runs["run-key"]
     tasks = list(run.tasks.values())
     assert started["start"] == "cold"
-    got = what_an_episode_gets(run.harness, tasks)
+    got = what_an_episode_gets(run.scheduler, tasks)
     assert got == {"toolsets": local.toolsets, "max_steps": local.max_steps, "record": local.record,
                    "standby_asked": local.standby, "mcp_server": local.mcp_server, "agent": type(local_agent).__name__,
                    "agent_command": getattr(local_agent, "argv", None), "agent_env": getattr(local_agent, "env", None),
@@ -122,7 +122,7 @@ def test_an_appended_prompt_reaches_a_cluster_hosts_claude(tmp_path, no_probe, m
     monkeypatch.setattr(host_service, "collect_garbage", lambda *_a: type("R", (), {"removed": []})())
     service = HostService("host-0", str(cache), slots=1, libvirt_uri="test:///default")
     service.begin_run(pickle.loads(pickle.dumps(RunOrder.of(request, plan, "k"))))
-    agent = service._runs["k"].harness.agent
+    agent = service._runs["k"].scheduler.agent
     assert agent.append_prompt == "You are in a lab."
     service.end_run("k")
     service.host.close()

@@ -455,7 +455,7 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
     from types import SimpleNamespace
 
     from runner.agents.builtin import NopAgent
-    from runner.runs.live_sources import HarnessSource
+    from runner.runs.live_sources import SchedulerSource
     from runner.runs.pool_config import PoolConfig
     from runner.runs.scheduler import SlotScheduler, SlotStatus
     from runner.runs.results import EpisodeRecord, ResultLog, summarize
@@ -475,7 +475,7 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
         return EpisodeRecord(task.id, trial, "fail", "nop", 1.0, slot, attempt, started.isoformat(), started.isoformat())
 
     h = SlotScheduler(host=None, settings=None, pool=config, agent=NopAgent(), out_dir=tmp_path, attempt=fake_attempt)
-    source = HarnessSource(h, "linux-core / nop", total=2)
+    source = SchedulerSource(h, "linux-core / nop", total=2)
     h.on_record = source.record
     h.run([(t, 1) for t in tasks])
     records = {r.task_id: r for r in ResultLog(tmp_path).latest()}
