@@ -219,9 +219,14 @@ def compare(run_a: str | Path, run_b: str | Path) -> Comparison:
 
 
 def pool_opener(request: RunRequest) -> PoolOpener:
-    """Where REQUEST's episodes go: this machine's slots, or (request.cluster) the cluster's hosts.
-    Chosen here, above the run, so a run never imports the cluster (runner.runs.pool)."""
-    if request.cluster:
+    """Where REQUEST's episodes go: this machine's slots, or (request.cluster) the cluster's hosts."""
+    return pool_opener_for(request.cluster)
+
+
+def pool_opener_for(cluster: str | None) -> PoolOpener:
+    """This machine's slots, or the hosts of the cluster at CLUSTER. Chosen here, above the run,
+    so a run never imports the cluster (runner.runs.pool)."""
+    if cluster:
         from runner.cluster.driver import open_cluster_pool
 
         return open_cluster_pool

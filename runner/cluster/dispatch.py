@@ -1,10 +1,11 @@
 """The driver's queue: a cluster run's episodes handed to the hosts' slots, one per slot.
 
-The driver keeps the queue, the results and the run folder; hosts only run what they are
-given. A host that is lost mid-episode (its node killed, its actor dead, its machine gone)
-takes nothing with it: the episode it held goes back on the queue as an infra attempt and
-another host runs it, so every planned episode is recorded exactly once. When no host is
-left, the slots stop and the run names what has no result.
+The driver keeps the queue, the results and the run folders (one per run the pool serves: a
+run's, or each arm of a study); hosts only run what they are given. A host that is lost
+mid-episode (its node killed, its actor dead, its machine gone) takes nothing with it: the
+episode it held goes back on the queue as an infra attempt and another host runs it, so
+every planned episode is recorded exactly once. When no host is left, the slots stop and the
+run names what has no result.
 """
 
 from __future__ import annotations
@@ -37,13 +38,23 @@ class RemoteHost(Protocol):
     name: str
     slots: int
 
-    def run_episode(self, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
-        """The episode's record and its artifacts' tar. HostLost when the host goes; any other
-        exception is the host's code failing on this episode."""
+    def run_episode(self, run: int, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
+        """The episode of the pool's run RUN: its record and its artifacts' tar. HostLost when the
+        host goes; any other exception is the host's code failing on this episode."""
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where one of the pool's runs keeps what its episodes come to."""
+
+    out_dir: Path
+    log: ResultLog
+    on_record: Callable[[EpisodeRecord], None] = lambda _r: None
 
 
 @dataclass
 class Work:
+    run: int
     task: Task
     trial: int
     lost: list[str] = field(default_factory=list)  # hosts that were lost while running it
@@ -57,13 +68,10 @@ class SlotView:
 
 
 class ClusterPool:
-    def __init__(self, hosts: list[RemoteHost], out_dir: Path, log_: ResultLog,
-                 on_record: Callable[[EpisodeRecord], None] = lambda _r: None,
+    def __init__(self, hosts: list[RemoteHost], outputs: list[RunOutput],
                  on_notice: Callable[[str], None] = lambda _m: None, retries: int = INFRA_RETRIES) -> None:
         self.hosts = hosts
-        self.out_dir = out_dir
-        self.log = log_
-        self.on_record = on_record
+        self.outputs = outputs
         self.on_notice = on_notice
         self.retries = retries
         self.status = {(h.name, s): SlotView() for h in hosts for s in range(h.slots)}
@@ -77,11 +85,12 @@ class ClusterPool:
     def alive(self) -> list[RemoteHost]:
         return [h for h in self.hosts if h.name not in self.lost_hosts]
 
-    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
-        """Runs WORK over every host's slots (runner.workers: on Ctrl-C the slots stop, each host
-        is told through the stop event, and the interrupt is re-raised)."""
-        for task, trial in work:
-            self._queue.put(Work(task, trial))
+    def run(self, work: list[tuple[int, Task, int]], render: Callable[[], None] = lambda: None) -> None:
+        """Runs WORK, (run, task, trial) episodes, over every host's slots (runner.workers: on
+        Ctrl-C the slots stop, each host is told through the stop event, and the interrupt is
+        re-raised)."""
+        for run, task, trial in work:
+            self._queue.put(Work(run, task, trial))
         self._outstanding = len(work)
 
         def do(slot: tuple[RemoteHost, int], item: Work) -> None:
@@ -120,7 +129,7 @@ class ClusterPool:
         t0 = time.monotonic()
         started = datetime.now(UTC)
         try:
-            data, artifacts = host.run_episode(item.task.id, item.trial, slot, self._stop)
+            data, artifacts = host.run_episode(item.run, item.task.id, item.trial, slot, self._stop)
         except HostLost as exc:
             self._host_lost(host, item, str(exc))
             return
@@ -130,14 +139,14 @@ class ClusterPool:
             record = EpisodeRecord(item.task.id, item.trial, "infra_error", f"host {host.name} failed: {exc}",
                                    round(time.monotonic() - t0, 2), slot, len(item.lost) + 1, started.isoformat(),
                                    datetime.now(UTC).isoformat(), host=host.name)
-            self._keep(record)
+            self._keep(item, record)
             return
         record = EpisodeRecord(**data)
         # The time the cluster added: dispatch, the call's round trip and the artifacts' way back.
         record.phases["dispatch"] = round(max(0.0, time.monotonic() - t0 - record.duration_s), 3)
         record.attempts += len(item.lost)
-        unpack_episode(artifacts, self.out_dir / item.task.id)
-        self._keep(record)
+        unpack_episode(artifacts, self.outputs[item.run].out_dir / item.task.id)
+        self._keep(item, record)
 
     def _host_lost(self, host: RemoteHost, item: Work, reason: str) -> None:
         with self._lock:
@@ -148,7 +157,7 @@ class ClusterPool:
         item.lost.append(host.name)
         self._note_lost_attempt(item, host.name, reason)
         if len(item.lost) > self.retries:
-            self._keep(EpisodeRecord(item.task.id, item.trial, "infra_error",
+            self._keep(item, EpisodeRecord(item.task.id, item.trial, "infra_error",
                                      f"its host was lost {len(item.lost)} times ({', '.join(item.lost)})", 0.0, -1,
                                      len(item.lost), datetime.now(UTC).isoformat(), datetime.now(UTC).isoformat(),
                                      host=host.name))
@@ -156,11 +165,12 @@ class ClusterPool:
         self._queue.put(item)
 
     def _note_lost_attempt(self, item: Work, host: str, reason: str) -> None:
-        folder = private_dir(self.out_dir / item.task.id) / f"{item.trial}.lost-on-{host}-{len(item.lost)}"
+        folder = private_dir(self.outputs[item.run].out_dir / item.task.id) / f"{item.trial}.lost-on-{host}-{len(item.lost)}"
         folder.mkdir(exist_ok=True)
         (folder / "infra_error.txt").write_text(f"host {host} was lost mid-episode: {reason}\n")
 
-    def _keep(self, record: EpisodeRecord) -> None:
+    def _keep(self, item: Work, record: EpisodeRecord) -> None:
         with self._lock:
             self._outstanding -= 1
-        keep_record(self.log, record, self.on_record)
+        output = self.outputs[item.run]
+        keep_record(output.log, record, output.on_record)

@@ -14,24 +14,22 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 from typing_extensions import override
 from rich.markup import escape
 
-from runner.cluster.dispatch import ClusterPool, HostLost, RemoteHost
+from runner.cluster.dispatch import ClusterPool, HostLost, RemoteHost, RunOutput
 from runner.cluster.host_service import RunOrder
 from runner.cluster.image_transfer import ship_image
 from runner.cluster.ray_link import HostLink, connect, disconnect, find_hosts, host_lost_errors
 from runner.config import Settings
-from runner.errors import InfraError
+from runner.errors import InfraError, UsageError
 from runner.images.catalog import Image
 from runner.live.board import LiveSource
-from runner.runs.pool import Pool, PoolHooks, SlotState
-from runner.runs.request import RunRequest
+from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState
 from runner.runs.results import ResultLog
-from runner.runs.run_plan import RunPlan
-from runner.tasks.model import Task
 
 LEASE_EVERY_S = 5.0
 BEGIN_TIMEOUT_S = 1800.0  # warming every slot of a host at first use, under TCG
@@ -40,18 +38,18 @@ BEGIN_TIMEOUT_S = 1800.0  # warming every slot of a host at first use, under TCG
 class RayHost(RemoteHost):
     """A cluster host as the dispatcher sees it (runner.cluster.dispatch.RemoteHost)."""
 
-    def __init__(self, ray, link: HostLink, run_key: str, slots: int) -> None:
+    def __init__(self, ray, link: HostLink, run_keys: list[str], slots: int) -> None:
         self.ray = ray
         self.link = link
         self.name = link.name
-        self.run_key = run_key
+        self.run_keys = run_keys  # each of the pool's runs, as this host knows it
         self.slots = slots
         self._lost = host_lost_errors(ray)
 
     @override
-    def run_episode(self, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
+    def run_episode(self, run: int, task_id: str, trial: int, slot: int, stop: threading.Event) -> tuple[dict, bytes]:
         # SLOT is the driver's lane on this host; the host picks the machine slot itself.
-        ref = self.link.actor.run_episode.remote(self.run_key, task_id, trial)
+        ref = self.link.actor.run_episode.remote(self.run_keys[run], task_id, trial)
         while True:
             try:
                 return self.ray.get(ref, timeout=1.0)
@@ -65,25 +63,26 @@ class RayHost(RemoteHost):
 
 
 class ClusterRunPool(Pool):
-    """A run's pool on a cluster: the driver's queue over every host's slots (runner.cluster.dispatch)."""
+    """Runs' pool on a cluster: the driver's queue over every host's slots (runner.cluster.dispatch)."""
 
-    def __init__(self, queue: ClusterPool, address: str, run_key: str, begun: list[tuple[HostLink, dict]]) -> None:
+    def __init__(self, queue: ClusterPool, address: str, run_keys: list[str],
+                 begun: list[list[tuple[HostLink, dict]]]) -> None:
         self.queue = queue
         self.address = address
-        self.run_key = run_key
-        self.begun = begun
+        self.run_keys = run_keys
+        self.begun = begun  # per run: each host that began it, with what it said
 
     @override
-    def where(self) -> dict:
-        return {"cluster": {"address": self.address, "run_key": self.run_key},
-                "hosts": {link.name: _host_provenance(link, started) for link, started in self.begun}}
+    def where(self, run: int = 0) -> dict[str, Any]:
+        return {"cluster": {"address": self.address, "run_key": self.run_keys[run]},
+                "hosts": {link.name: _host_provenance(link, started) for link, started in self.begun[run]}}
 
     @override
     def describe(self) -> str:
-        return f"{sum(s['slots'] for _, s in self.begun)} slots on {len(self.begun)} hosts"
+        return f"{sum(s['slots'] for _, s in self.begun[0])} slots on {len(self.begun[0])} hosts"
 
     @override
-    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
+    def run(self, work: list[Episode], render: Callable[[], None] = lambda: None) -> None:
         self.queue.run(work, render)
 
     @override
@@ -106,36 +105,51 @@ class ClusterRunPool(Pool):
 
 
 @contextmanager
-def open_cluster_pool(settings: Settings, plan: RunPlan, request: RunRequest, hooks: PoolHooks) -> Iterator[Pool]:
-    """The pool of the cluster at REQUEST.cluster: its hosts found (token and version checked),
-    the driver's image sent to those without it, the run begun on each (suite unpacked, agent
-    made, warm states made at first use), and a lease renewed while the pool runs. However the
-    block ends, every host ends the run (its VMs destroyed) and the connection closes."""
-    address = request.cluster
+def open_cluster_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Notice) -> Iterator[Pool]:
+    """The pool of the cluster at the first run's --cluster for RUNS (a run's, or a study's
+    arms, which share one image): its hosts found (token and version checked), the driver's
+    image sent to those without it, each run begun on each (suite unpacked, agent made, warm
+    states made at first use), and a lease renewed while the pool runs. However the block ends,
+    every host ends every run (its VMs destroyed) and the connection closes."""
+    first = runs[0].request
+    address = first.cluster
     assert address is not None
-    if request.vm_pool != 1:
-        hooks.notice(f"--vm-pool {request.vm_pool} is not used with --cluster: each host runs one "
-                     "episode per slot (host join --slots)")
+    image = runs[0].plan.image
+    if other := [r.plan.image.name for r in runs if r.plan.image.name != image.name]:
+        raise UsageError(f"the runs of one pool share an image: {image.name}, and {', '.join(other)}",
+                         fix="give a study's arms the same image")
+    if first.vm_pool != 1:
+        notice(f"--vm-pool {first.vm_pool} is not used with --cluster: each host runs one "
+               "episode per slot (host join --slots)")
     ray = connect(address)
-    run_key = f"{plan.out_dir.name}-{secrets.token_hex(3)}"
-    begun: list[tuple[HostLink, dict]] = []
-    say = hooks.notice
+    token = secrets.token_hex(3)
+    run_keys = [f"{r.plan.out_dir.name}-{token}" for r in runs]
+    begun: list[list[tuple[HostLink, dict]]] = []
     try:
         links = find_hosts(ray, address)
-        say(f"cluster {address}: {len(links)} cu-run hosts: "
-            + ", ".join(f"{h.name} ({h.info['slots']} slots, {h.info['accel'].upper()})" for h in links))
-        ensure_image(ray, links, plan.image, say)
-        begun = begin_everywhere(ray, links, RunOrder.of(request, plan, run_key), say)
-        queue = ClusterPool([RayHost(ray, link, run_key, started["slots"]) for link, started in begun], plan.out_dir,
-                            ResultLog(plan.out_dir), on_record=hooks.on_record, on_notice=say)
-        with leases(ray, [link for link, _ in begun], run_key):
-            yield ClusterRunPool(queue, address, run_key, begun)
+        notice(f"cluster {address}: {len(links)} cu-run hosts: "
+               + ", ".join(f"{h.name} ({h.info['slots']} slots, {h.info['accel'].upper()})" for h in links))
+        ensure_image(ray, links, image, notice)
+        for r, key in zip(runs, run_keys, strict=True):
+            begun.append(begin_everywhere(ray, links, RunOrder.of(r.request, r.plan, key), notice))
+        # A host serves the pool only if it began every run: an episode of any may go to it.
+        everywhere = set.intersection(*({link.name for link, _ in b} for b in begun))
+        if not everywhere:
+            raise InfraError("no cu-run host could begin every run of the pool",
+                             fix="see `cu-run cluster status ADDRESS`, fix the hosts and run again")
+        hosts: list[RemoteHost] = [RayHost(ray, link, run_keys, started["slots"]) for link, started in begun[0]
+                                   if link.name in everywhere]
+        queue = ClusterPool(hosts, [RunOutput(r.plan.out_dir, ResultLog(r.plan.out_dir), r.on_record) for r in runs],
+                            on_notice=notice)
+        with leases(ray, [link for link, _ in begun[0] if link.name in everywhere], run_keys):
+            yield ClusterRunPool(queue, address, run_keys, begun)
     finally:
-        for link, _ in begun:
-            try:
-                link.actor.end_run.remote(run_key)
-            except Exception:  # noqa: BLE001 - a lost host has nothing left to end
-                pass
+        for b, key in zip(begun, run_keys, strict=False):
+            for link, _ in b:
+                try:
+                    link.actor.end_run.remote(key)
+                except Exception:  # noqa: BLE001 - a lost host has nothing left to end
+                    pass
         disconnect()
 
 
@@ -178,18 +192,19 @@ def begin_everywhere(ray, links: list[HostLink], order: RunOrder,
 
 
 @contextmanager
-def leases(ray, links: list[HostLink], run_key: str) -> Iterator[None]:
-    """Renews the run's lease on every host while the block runs: a driver that dies stops
+def leases(ray, links: list[HostLink], run_keys: list[str]) -> Iterator[None]:
+    """Renews each run's lease on every host while the block runs: a driver that dies stops
     renewing, and the hosts destroy its VMs (runner.cluster.host_service.LEASE_S)."""
     stop = threading.Event()
 
     def renew() -> None:
         while not stop.wait(LEASE_EVERY_S):
             for link in links:
-                try:
-                    link.actor.lease.remote(run_key)
-                except Exception:  # noqa: BLE001 - a lost host is the dispatcher's to notice
-                    pass
+                for run_key in run_keys:
+                    try:
+                        link.actor.lease.remote(run_key)
+                    except Exception:  # noqa: BLE001 - a lost host is the dispatcher's to notice
+                        pass
 
     threading.Thread(target=renew, name="leases", daemon=True).start()
     try:

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Protocol
 
 from runner.display.base import Display
 from runner.episode import EpisodeVM
 from runner.errors import InfraError
 from runner.live.board import Finished, LiveSource, SlotView, VncTarget
-from runner.runs.scheduler import SlotScheduler
+from runner.runs.scheduler import SlotStatus
 from runner.runs.results import EpisodeRecord
 from typing_extensions import override
 
 
-class SchedulerSource(LiveSource):
-    """A local run: the scheduler's slots, the episodes it has finished, and its VMs' screens."""
+class SlotsView(Protocol):
+    """A local pool's slots as the live view reads them: a scheduler's, or a pool's of several."""
 
-    def __init__(self, scheduler: SlotScheduler, title: str, total: int, done_before: int = 0) -> None:
+    def statuses(self) -> dict[int, SlotStatus]: ...
+
+    def active_vm(self, slot: int) -> EpisodeVM | None: ...
+
+    def intervene(self, slot: int, entry: dict[str, Any]) -> None: ...
+
+
+class SchedulerSource(LiveSource):
+    """A local run or study: its slots, the episodes it has finished, and its VMs' screens."""
+
+    def __init__(self, scheduler: SlotsView, title: str, total: int, done_before: int = 0) -> None:
         self.scheduler = scheduler
         self.title = title
         self.total = total
@@ -34,7 +45,7 @@ class SchedulerSource(LiveSource):
     def slots(self) -> list[SlotView]:
         now = time.monotonic()
         return [SlotView(slot, s.task_id, s.trial, s.phase, now - s.episode_since)
-                for slot, s in sorted(self.scheduler.status.items()) if s.task_id]
+                for slot, s in sorted(self.scheduler.statuses().items()) if s.task_id]
 
     @override
     def progress(self) -> tuple[int, int]:

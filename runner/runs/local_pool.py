@@ -1,36 +1,61 @@
-"""The local pool: a run's episodes on this machine's slots, a slot scheduler in the run scope."""
+"""The local pool: runs' episodes on this machine's slots, in one run scope.
+
+Each run the pool serves (a run's own, or each arm of a study) has its own slot scheduler (its
+agent, its results); all of them share the slots, one VM supply (warm states, standbys,
+background teardowns) and one stop, so a study's arms interleave on the pool as one run's
+episodes do (runner.runs.scheduler.run_on_slots).
+"""
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from typing_extensions import override
 
 from runner.config import Settings
+from runner.episode import EpisodeVM
+from runner.errors import UsageError
 from runner.live.board import LiveSource
-from runner.runs.pool import Pool, PoolHooks, SlotState
+from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState
 from runner.runs.provenance import host_facts
-from runner.runs.request import RunRequest
 from runner.runs.results import EpisodeRecord
-from runner.runs.run_plan import RunPlan
-from runner.runs.scheduler import SlotScheduler
+from runner.runs.scheduler import SlotScheduler, SlotStatus, run_on_slots
 from runner.runs.scope import RunScope, ScopeRequest, open_scope
-from runner.tasks.model import Task
+from runner.runs.vm_supply import VmSupply
 
 
 class LocalPool(Pool):
-    """This machine's slots: a slot scheduler in a run scope."""
+    """This machine's slots: a slot scheduler per run, in a run scope."""
 
-    def __init__(self, scope: RunScope, scheduler: SlotScheduler, request: RunRequest) -> None:
+    def __init__(self, scope: RunScope, settings: Settings, runs: tuple[PoolRun, ...]) -> None:
         self.scope = scope
-        self.scheduler = scheduler
-        self.request = request
+        self.runs = runs
+        self.stopping = threading.Event()
+        self._work: queue.SimpleQueue[Episode] = queue.SimpleQueue()
+        first = runs[0]
+        # What the supply reads (the image, its warm states, standbys) is the same for every run.
+        supply_config = scope.pool_for(first.request, first.plan.agent, first.plan.suite.safety, first.plan.host_scoring)
+        self.vms = VmSupply(scope.host, settings, supply_config, self.stopping, more_work=lambda: not self._work.empty())
+        self.schedulers = [
+            SlotScheduler(scope.host, settings,
+                          scope.pool_for(r.request, r.plan.agent, r.plan.suite.safety, r.plan.host_scoring),
+                          r.plan.agent, r.plan.out_dir, on_record=r.on_record, vms=self.vms, stopping=self.stopping)
+            for r in runs]
+
+    @property
+    def scheduler(self) -> SlotScheduler:
+        """The first run's scheduler (a run's only one)."""
+        return self.schedulers[0]
 
     @override
-    def where(self) -> dict:
-        where = {"host": host_facts(), **self.scope.provenance(self.request.accel, self.request.start)}
-        where["pool"] = {"asked": self.request.vm_pool, **where["pool"]}
+    def where(self, run: int = 0) -> dict[str, Any]:
+        request = self.runs[run].request
+        where = {"host": host_facts(), **self.scope.provenance(request.accel, request.start)}
+        where["pool"] = {"asked": request.vm_pool, **where["pool"]}
         return where
 
     @override
@@ -38,39 +63,64 @@ class LocalPool(Pool):
         return f"pool {self.scope.vm_pool}, {self.scope.accel.upper()}, {self.scope.start.mode} start"
 
     @override
-    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
-        self.scheduler.run(work, render)
+    def run(self, work: list[Episode], render: Callable[[], None] = lambda: None) -> None:
+        for item in work:
+            self._work.put(item)
+        run_on_slots(self.schedulers, self.vms, self.stopping, self._work, min(self.scope.vm_pool, len(work)), render)
+
+    def slot_status(self, slot: int) -> SlotStatus:
+        """What SLOT does now, whichever run's episode it is."""
+        busy = [s.status[slot] for s in self.schedulers if s.status.get(slot, SlotStatus()).task_id]
+        return busy[0] if busy else SlotStatus()
 
     @override
     def status(self) -> list[SlotState]:
         return [SlotState("", slot, s.task_id, s.trial, s.phase, s.since)
-                for slot, s in sorted(self.scheduler.status.items())]
+                for slot, s in ((slot, self.slot_status(slot)) for slot in range(self.scope.vm_pool))]
 
     @override
     def lost(self) -> str | None:
         return None
 
+    # -- the live view's side (runner.runs.live_sources.SlotsView)
+
+    def statuses(self) -> dict[int, SlotStatus]:
+        return {slot: self.slot_status(slot) for slot in range(self.scope.vm_pool)}
+
+    def active_vm(self, slot: int) -> EpisodeVM | None:
+        return self.vms.active(slot)
+
+    def intervene(self, slot: int, entry: dict[str, Any]) -> None:
+        for scheduler in self.schedulers:
+            if scheduler.status.get(slot, SlotStatus()).task_id:
+                scheduler.intervene(slot, entry)
+                return
+
     @override
     def live_source(self, title: str, total: int, done_before: int) -> LiveSource | None:
         from runner.runs.live_sources import SchedulerSource
 
-        source = SchedulerSource(self.scheduler, title, total, done_before=done_before)
-        shown = self.scheduler.on_record
+        source = SchedulerSource(self, title, total, done_before=done_before)
+        for scheduler in self.schedulers:
+            shown = scheduler.on_record
 
-        def on_record(record: EpisodeRecord) -> None:
-            source.record(record)
-            shown(record)
+            def on_record(record: EpisodeRecord, shown: Callable[[EpisodeRecord], None] = shown) -> None:
+                source.record(record)
+                shown(record)
 
-        self.scheduler.on_record = on_record
+            scheduler.on_record = on_record
         return source
 
 
 @contextmanager
-def open_local_pool(settings: Settings, plan: RunPlan, request: RunRequest, hooks: PoolHooks) -> Iterator[Pool]:
-    """The pool of this machine: the run scope for PLAN's image, and a slot scheduler in it."""
-    scope_request = ScopeRequest(plan.image.name, accel=request.accel, start=request.start, vm_pool=request.vm_pool)
-    with open_scope(settings, scope_request, notice=hooks.notice) as scope:
-        scheduler = SlotScheduler(scope.host, settings, scope.pool_for(request, plan.agent, plan.suite.safety,
-                                                                          plan.host_scoring),
-                                  plan.agent, plan.out_dir, on_record=hooks.on_record)
-        yield LocalPool(scope, scheduler, request)
+def open_local_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Notice) -> Iterator[LocalPool]:
+    """The pool of this machine for RUNS, which share one image: the run scope, and a slot
+    scheduler per run in it."""
+    first = runs[0]
+    if other := [r.plan.image.name for r in runs if r.plan.image.name != first.plan.image.name]:
+        raise UsageError(f"the runs of one pool share an image: {first.plan.image.name}, and {', '.join(other)}",
+                         fix="give a study's arms the same image")
+    scope_request = ScopeRequest(first.plan.image.name, accel=first.request.accel, start=first.request.start,
+                                 vm_pool=first.request.vm_pool)
+    with open_scope(settings, scope_request, notice=notice) as scope:
+        yield LocalPool(scope, settings, runs)

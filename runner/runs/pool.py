@@ -1,11 +1,14 @@
-"""The Pool seam: where a run's episodes run. A run drives a pool through this one interface; a
-local pool runs them on this machine's slots, a cluster pool on a cluster's hosts
-(runner.cluster.driver). The run never imports the cluster: the command that starts a run
-chooses the pool's opener (runner.cli). The local pool is runner.runs.local_pool.
+"""The Pool seam: where a run's episodes run. A run, or a study's arms, drive a pool through this
+one interface; a local pool runs them on this machine's slots, a cluster pool on a cluster's
+hosts (runner.cluster.driver). The run never imports the cluster: the command that starts a run
+chooses the pool's opener (runner.api.pool_opener). The local pool is runner.runs.local_pool.
+
+A pool serves one or more runs (PoolRun): a run's own, or each arm of a study, interleaved on
+the same slots. An episode of work names which (Episode: its run's index, task, trial).
 
 An opener is a context manager: it opens what the pool needs (the run scope and a slot
-scheduler here; a Ray connection, the hosts' images and runs there), yields the pool, and closes
-it all however the block ends.
+scheduler per run here; a Ray connection, the hosts' images and runs there), yields the pool,
+and closes it all however the block ends.
 """
 
 from __future__ import annotations
@@ -36,24 +39,30 @@ class SlotState:
 
 
 @dataclass(frozen=True)
-class PoolHooks:
-    """What a pool tells the run: each record as it is kept, and what a person should hear."""
+class PoolRun:
+    """One run a pool serves: its plan and request, and who hears of each record it keeps."""
 
+    plan: RunPlan
+    request: RunRequest
     on_record: Callable[[EpisodeRecord], None] = lambda _r: None
-    notice: Callable[[str], None] = lambda _line: None
+
+
+Episode = tuple[int, Task, int]  # (the index of its run in the pool's runs, task, trial)
+Notice = Callable[[str], None]  # what a person should hear while the pool opens and runs
 
 
 class Pool(Protocol):
-    def where(self) -> dict[str, Any]:
-        """What run.json records of where the run ran: the host's facts, or the cluster's hosts'."""
+    def where(self, run: int = 0) -> dict[str, Any]:
+        """What run.json of the pool's run RUN records of where it ran: the host's facts, or the
+        cluster's hosts'."""
 
     def describe(self) -> str:
         """One line for the run's start: how many slots, where, how VMs start."""
 
-    def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
-        """Runs every (task, trial) of WORK, each record kept in the run's results as it ends (and
-        given to PoolHooks.on_record); calls RENDER while it works. On KeyboardInterrupt it stops,
-        leaves nothing running and re-raises."""
+    def run(self, work: list[Episode], render: Callable[[], None] = lambda: None) -> None:
+        """Runs every episode of WORK in its order, each record kept in its run's results as it
+        ends (and given to that run's on_record); calls RENDER while it works. On
+        KeyboardInterrupt it stops, leaves nothing running and re-raises."""
 
     def status(self) -> list[SlotState]:
         """Each slot, now."""
@@ -65,4 +74,4 @@ class Pool(Protocol):
         """What the live view shows of this pool, or None when it cannot (a cluster's VMs)."""
 
 
-PoolOpener = Callable[[Settings, RunPlan, RunRequest, PoolHooks], AbstractContextManager[Pool]]
+PoolOpener = Callable[[Settings, tuple[PoolRun, ...], Notice], AbstractContextManager[Pool]]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -25,7 +26,7 @@ from runner.config import Settings, private_dir
 from runner.errors import ExitCode, UsageError
 from runner.images.windows_11 import licence_warning
 from runner.runs.local_pool import open_local_pool
-from runner.runs.pool import Pool, PoolHooks, PoolOpener
+from runner.runs.pool import Episode, Pool, PoolOpener, PoolRun
 from runner.runs.provenance import runner_facts
 from runner.runs.folders import VALIDATION
 from runner.runs.report import write_reports, write_validation_index
@@ -54,22 +55,72 @@ def run_suite(settings: Settings, request: RunRequest, console: Console,
     plan = plan_run(settings, request)
     if (warning := licence_warning(plan.image)) is not None:
         console.print(f"[yellow]{warning}[/]")
-    log = ResultLog(plan.out_dir)
-    finished = log.finished()
-    work = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks if (t.id, trial) not in finished]
-    hooks = PoolHooks(on_record=lambda r: print_record(console, r),
-                      notice=lambda line: console.print(f"[yellow]{escape(line)}[/]", highlight=False))
-    with open_pool(settings, plan, request, hooks) as pool:
-        private_dir(plan.out_dir)
-        provenance = base_provenance(request, plan, pool.where())
-        write_json(plan.out_dir / "run.json", provenance)
-        console.print(f"run {plan.out_dir}: {len(work)} episodes to go "
-                      f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
-                      f"{pool.describe()}, agent {plan.agent.name}")
-        with _live_view(request, plan, pool, work, console), finishing(plan, request, log, provenance, console):
+    [result] = run_planned(settings, [(plan, request)], console, open_pool,
+                           live_title=f"{plan.suite.name} / {plan.agent.name}", live_dir=plan.out_dir)
+    return result
+
+
+@dataclass
+class OpenRun:
+    """A run whose pool is open: its plan and request, its results, its run.json, what is left."""
+
+    plan: RunPlan
+    request: RunRequest
+    log: ResultLog
+    provenance: dict[str, Any]
+    to_go: list[tuple[Task, int]]
+
+
+def run_planned(settings: Settings, planned: list[tuple[RunPlan, RunRequest]], console: Console,
+                open_pool: PoolOpener, *, live_title: str, live_dir: Path,
+                opened: Callable[[list[OpenRun]], None] = lambda _runs: None) -> list[RunResult]:
+    """The run lifecycle, for one run or a study's arms on one pool: each run's results log and
+    what it has left, the pool opened for all, each run's provenance (run.json), the episodes
+    interleaved (trial by trial, task by task, run by run), the live view when asked, every
+    run's reports however the pool ends, and each run's summary and exit code. OPENED is told
+    the runs once their run.json is written (a study writes study.json then)."""
+    logs = [ResultLog(plan.out_dir) for plan, _request in planned]
+    pool_runs = tuple(PoolRun(plan, request, on_record=lambda r: print_record(console, r)) for plan, request in planned)
+    def notice(line: str) -> None:
+        console.print(f"[yellow]{escape(line)}[/]", highlight=False)
+
+    with open_pool(settings, pool_runs, notice) as pool:
+        runs = []
+        for index, ((plan, request), log) in enumerate(zip(planned, logs, strict=True)):
+            finished = log.finished()
+            private_dir(plan.out_dir)
+            provenance = base_provenance(request, plan, pool.where(index))
+            write_json(plan.out_dir / "run.json", provenance)
+            to_go = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks
+                     if (t.id, trial) not in finished]
+            runs.append(OpenRun(plan, request, log, provenance, to_go))
+            console.print(f"run {plan.out_dir}: {len(to_go)} episodes to go "
+                          f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
+                          f"{pool.describe()}, agent {plan.agent.name}")
+        opened(runs)
+        work = interleaved([[(t, trial) for t, trial in r.to_go] for r in runs], [t.id for t in runs[0].plan.tasks])
+        with _live_view(runs, pool, work, console, live_title, live_dir), _finishing_all(runs, console):
             _run_pool(pool, work, console)
         why_lost = pool.lost()
-    return finish_run(plan, request, log, provenance, console, why_lost=why_lost)
+    return [finish_run(r.plan, r.request, r.log, r.provenance, console, why_lost=why_lost) for r in runs]
+
+
+def interleaved(to_go: list[list[tuple[Task, int]]], task_order: list[str]) -> list[Episode]:
+    """Each run's (task, trial) pairs as one pool's work: trial by trial, task by task (in
+    TASK_ORDER, then any other), run by run, so drift on the host falls on every run alike."""
+    position = {t: i for i, t in enumerate(task_order)}
+    work = [(index, task, trial) for index, pairs in enumerate(to_go) for task, trial in pairs]
+    return sorted(work, key=lambda w: (w[2], position.get(w[1].id, len(position)), w[0]))
+
+
+@contextmanager
+def _finishing_all(runs: list[OpenRun], console: Console) -> Iterator[None]:
+    """finishing() for every run at once: an interrupted study still writes every arm's reports
+    (an ExitStack runs each run's exit, whatever an earlier one raised)."""
+    with ExitStack() as stack:
+        for r in runs:
+            stack.enter_context(finishing(r.plan, r.request, r.log, r.provenance, console))
+        yield
 
 
 @contextmanager
@@ -132,23 +183,24 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
     }
 
 
-def _live_view(request: RunRequest, plan: RunPlan, pool: Pool, work: list[tuple[Task, int]],
-               console: Console) -> AbstractContextManager:
-    """The live view of the pool (--live), or nothing."""
+def _live_view(runs: list[OpenRun], pool: Pool, work: list[Episode], console: Console, title: str,
+               live_dir: Path) -> AbstractContextManager:
+    """The live view of the pool (--live, the first run's options), or nothing."""
+    request = runs[0].request
     if not request.live:
         return nullcontext()
     from runner.live import LiveOptions, serving
 
-    total = len(plan.planned(request.trials))
-    source = pool.live_source(f"{plan.suite.name} / {plan.agent.name}", total, total - len(work))
+    total = sum(len(r.plan.planned(r.request.trials)) for r in runs)
+    source = pool.live_source(title, total, total - len(work))
     if source is None:
         raise UsageError("this pool has no live view", fix="drop --live")
     options = LiveOptions(port=request.live_port, host=request.live_host, control=request.live_control)
     return serving(source, options, lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
-                   run_dir=plan.out_dir)
+                   run_dir=live_dir)
 
 
-def _run_pool(pool: Pool, work: list[tuple[Task, int]], console: Console) -> None:
+def _run_pool(pool: Pool, work: list[Episode], console: Console) -> None:
     if work:
         with Live(_status_table(pool), console=console, refresh_per_second=2, transient=True) as live:
             pool.run(work, render=lambda: live.update(_status_table(pool)))

@@ -19,7 +19,7 @@ import shutil
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +41,8 @@ from runner.workers import STOP_GRACE_S, Workers
 
 log = logging.getLogger(__name__)
 
+# An episode to run on a pool: (which of the pool's schedulers, task, trial).
+Episode = tuple[int, Task, int]
 # One attempt of an episode: (slot, task, trial, attempt, started, agent, its folder) -> its record.
 Attempt = Callable[[int, Task, int, int, datetime, Agent, Path], EpisodeRecord]
 
@@ -57,9 +59,12 @@ class SlotStatus:
 class SlotScheduler:
     def __init__(self, host: Host, settings: Settings, pool: PoolConfig, agent: Agent, out_dir: Path,
                  on_record: Callable[[EpisodeRecord], None] = lambda _r: None, *,
+                 vms: VmSupply | None = None, stopping: threading.Event | None = None,
                  attempt: Attempt | None = None) -> None:
-        """ATTEMPT: how one attempt of an episode runs (default: on a VM of the pool's supply, with
-        the episode's script); a test gives its own to plant faults at that seam."""
+        """VMS and STOPPING: a VM supply and a stop shared with other schedulers on the same slots
+        (a study's arms, runner.runs.local_pool); by default the scheduler's own. ATTEMPT: how one
+        attempt of an episode runs (default: on a VM of the supply, with the episode's script); a
+        test gives its own to plant faults at that seam."""
         self.host = host
         self.settings = settings
         self.pool = pool
@@ -68,9 +73,9 @@ class SlotScheduler:
         self.log = ResultLog(out_dir)
         self.on_record = on_record
         self.status = {slot: SlotStatus() for slot in range(pool.vm_pool)}
-        self._queue: queue.Queue[tuple[Task, int]] = queue.Queue()
-        self._stop = threading.Event()
-        self.vms = VmSupply(host, settings, pool, self._stop, more_work=lambda: not self._queue.empty())
+        self._queue: queue.SimpleQueue[Episode] = queue.SimpleQueue()
+        self._stop = stopping or threading.Event()
+        self.vms = vms or VmSupply(host, settings, pool, self._stop, more_work=lambda: not self._queue.empty())
         self._attempt = attempt or self._attempt_on_a_vm
         self._intervened: set[tuple[str, int]] = set()
         # Verifier-error controls, once per (task, agent) and run: whether the verifier decides.
@@ -79,32 +84,13 @@ class SlotScheduler:
         self._controls_lock = threading.Lock()
 
     def run(self, work: list[tuple[Task, int]], render: Callable[[], None] = lambda: None) -> None:
-        """Runs every (task, trial) in WORK over the pool's slots (runner.workers: on Ctrl-C the
-        pool stops, every VM is torn down, and the interrupt is re-raised); then drains."""
-        for item in work:
-            self._queue.put(item)
-        self.workers().run(range(min(self.pool.vm_pool, len(work))), render)
-        self.drain()
-
-    def workers(self) -> Workers[int, tuple[Task, int]]:
-        """The worker loop over this pool's slots, each taking from the run's own queue."""
-        def take(_slot: int) -> tuple[Task, int] | None:
-            try:
-                return self._queue.get_nowait()
-            except queue.Empty:
-                return None
-
-        def do(slot: int, item: tuple[Task, int]) -> None:
-            record = self.run_one(slot, *item)
-            if record is not None:
-                self.keep(record)
-
-        return Workers(take, do, stop_work=self.stop, still_there=self.still_there, drain=self.drain,
-                       worker_ended=self.slot_ended, name=lambda slot: f"slot-{slot}", stopping=self._stop)
+        """Runs every (task, trial) in WORK over the pool's slots (run_on_slots); then drains."""
+        for task, trial in work:
+            self._queue.put((0, task, trial))
+        run_on_slots([self], self.vms, self._stop, self._queue, min(self.pool.vm_pool, len(work)), render)
 
     def slot_ended(self, slot: int) -> None:
-        """SLOT has no more work: its standby and its last VM go."""
-        self.vms.slot_ended(slot)
+        """SLOT has no more work here."""
         self.status[slot] = SlotStatus()
 
     def still_there(self) -> list[str]:
@@ -119,6 +105,10 @@ class SlotScheduler:
         """Ends the run: no new episodes, and the VMs in flight are killed so blocked calls return."""
         self._stop.set()
         self.vms.stop()
+
+    @property
+    def stopping(self) -> threading.Event:
+        return self._stop
 
     def run_one(self, slot: int, task: Task, trial: int) -> EpisodeRecord | None:
         """One (task, trial) on SLOT, infra errors retried on a fresh VM: its record, which is not
@@ -296,6 +286,10 @@ class SlotScheduler:
 
     # -- what the live view asks (runner.live)
 
+    def statuses(self) -> dict[int, SlotStatus]:
+        """What each slot does now."""
+        return dict(self.status)
+
     def active_vm(self, slot: int) -> EpisodeVM | None:
         """The VM the slot runs now, or None between episodes."""
         return self.vms.active(slot)
@@ -309,3 +303,37 @@ class SlotScheduler:
         self._intervened.add((status.task_id, status.trial))
         append_intervention(self.episode_dir_of(status.task_id, status.trial) / "trajectory.jsonl", entry, status.phase)
 
+
+
+def run_on_slots(schedulers: Sequence[SlotScheduler], vms: VmSupply, stopping: threading.Event,
+                 work: queue.SimpleQueue[Episode], slots: int, render: Callable[[], None] = lambda: None) -> None:
+    """Every episode of WORK, each run by its scheduler, over SLOTS slots that share one VM
+    supply: a run's one scheduler, or a study's arms interleaved (runner.workers: on Ctrl-C the
+    pool stops, every VM is torn down, and the interrupt is re-raised). Then every teardown is
+    drained: nothing the pool made outlives it."""
+    def take(_slot: int) -> Episode | None:
+        try:
+            return work.get_nowait()
+        except queue.Empty:
+            return None
+
+    def do(slot: int, item: Episode) -> None:
+        which, task, trial = item
+        scheduler = schedulers[which]
+        record = scheduler.run_one(slot, task, trial)
+        if record is not None:
+            scheduler.keep(record)
+
+    def stop_work() -> None:
+        for scheduler in schedulers:
+            scheduler.stop()
+        vms.stop()
+
+    def slot_ended(slot: int) -> None:
+        vms.slot_ended(slot)
+        for scheduler in schedulers:
+            scheduler.slot_ended(slot)
+
+    Workers(take, do, stop_work=stop_work, still_there=vms.still_there, drain=vms.drain, worker_ended=slot_ended,
+            name=lambda slot: f"slot-{slot}", stopping=stopping).run(range(slots), render)
+    vms.drain()

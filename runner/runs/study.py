@@ -16,31 +16,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.console import Console
-from rich.markup import escape
 
 from runner.config import Settings, private_dir
 from runner.errors import UsageError
-from runner.runs.scheduler import SlotScheduler
-from runner.runs.results import ResultLog
-from runner.runs.local_pool import LocalPool
-from runner.runs.request import RunRequest
-from runner.runs.run import EXIT_INFRA, base_provenance, finish_run, finishing, print_record, write_json
-from runner.runs.run_plan import RunPlan, plan_run
-from runner.runs.scope import ScopeRequest, open_scope
 from runner.runs.compare import compare_runs
-from runner.tasks.model import Task
-from runner.workers import STOP_GRACE_S, Workers
+from runner.runs.local_pool import open_local_pool
+from runner.runs.pool import PoolOpener
+from runner.runs.request import RunRequest
+from runner.runs.run import EXIT_INFRA, OpenRun, run_planned, write_json
+from runner.runs.run_plan import check_live_options, plan_run
 
 STUDY_JSON = "study.json"
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -147,62 +138,41 @@ def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool) -> RunReque
 
 
 @dataclass(frozen=True)
-class ArmPlan:
-    """An arm planned and checked, before any VM starts."""
+class Where:
+    """Where a study runs and what it shows: the pool (this machine, or --cluster) and --live."""
 
-    arm: Arm
-    request: RunRequest
-    plan: RunPlan
-
-
-@dataclass(frozen=True)
-class ArmRun:
-    """An arm in the study's scope: its own scheduler on the shared slots, its results and run.json."""
-
-    arm: Arm
-    request: RunRequest
-    plan: RunPlan
-    scheduler: SlotScheduler
-    log: ResultLog
-    provenance: dict[str, Any]
+    cluster: str | None = None
+    live: bool = False
+    live_port: int = 0
+    live_host: str = "127.0.0.1"
+    live_control: bool = False
 
 
-def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console) -> int:
+def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console,
+              where: Where = Where(), open_pool: PoolOpener = open_local_pool) -> int:
+    """Every arm planned (and so checked) before any VM starts, then run as one pool's runs
+    (runner.runs.run.run_planned): interleaved on this machine's slots or a cluster's hosts, each
+    arm's run folder written as `cu-run run` writes it; then the comparison."""
     study = load_study(path)
     out_dir = (out or Path("runs") / f"study-{path.stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
     previous = _check_folder(out_dir, study, resume)
-    # Every arm is planned (and so checked) before any VM starts.
     planned = []
     for arm in study.spec.arms:
-        request = arm_request(study, arm, out_dir, resume)
-        planned.append(ArmPlan(arm, request, plan_run(settings, request)))
+        request = replace(arm_request(study, arm, out_dir, resume), cluster=where.cluster, live=where.live,
+                          live_port=where.live_port, live_host=where.live_host, live_control=where.live_control)
+        check_live_options(request)
+        planned.append((plan_run(settings, request), request))
     private_dir(out_dir)
-    first = planned[0]
-    with open_scope(settings, ScopeRequest(first.plan.image.name, accel=first.request.accel, start=first.request.start,
-                                           vm_pool=first.request.vm_pool),
-                    notice=lambda line: console.print(f"[yellow]{escape(line)}[/]", highlight=False)) as scope:
-        arms: list[ArmRun] = []
-        work = []
-        for p in planned:
-            log = ResultLog(p.plan.out_dir)
-            finished = log.finished()
-            scheduler = SlotScheduler(scope.host, settings, scope.pool_for(p.request, p.plan.agent, p.plan.suite.safety,
-                                                                           p.plan.host_scoring),
-                                      p.plan.agent, p.plan.out_dir, on_record=lambda r: print_record(console, r))
-            private_dir(p.plan.out_dir)
-            provenance = base_provenance(p.request, p.plan, LocalPool(scope, scheduler, p.request).where())
-            write_json(p.plan.out_dir / "run.json", provenance)
-            a = ArmRun(p.arm, p.request, p.plan, scheduler, log, provenance)
-            arms.append(a)
-            work += [(a, task, trial) for trial in range(1, a.request.trials + 1) for task in a.plan.tasks
-                     if (task.id, trial) not in finished]
-        _write_study_json(out_dir, study, arms, previous)
-        work = interleaved(work, [t.id for t in first.plan.tasks], [a.arm.name for a in arms])
-        console.print(f"study {out_dir}: {len(work)} episodes to go over {len(arms)} arms, pool {scope.vm_pool}")
-        with _AllFinishing(arms, console):
-            _interleave(arms, work, scope.vm_pool)
-    codes = [finish_run(a.plan, a.request, a.log, a.provenance, console).exit_code for a in arms]
-    comparison = compare_arms(out_dir, [a.arm.name for a in arms])
+
+    def opened(runs: list[OpenRun]) -> None:
+        _write_study_json(out_dir, study, list(zip(study.spec.arms, runs, strict=True)), previous)
+        console.print(f"study {out_dir}: {sum(len(r.to_go) for r in runs)} episodes to go over {len(runs)} arms",
+                      highlight=False)
+
+    results = run_planned(settings, planned, console, open_pool, live_title=f"study {path.stem}",
+                          live_dir=out_dir, opened=opened)
+    codes = [r.exit_code for r in results]
+    comparison = compare_arms(out_dir, [a.name for a in study.spec.arms])
     (out_dir / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     (out_dir / "comparison.md").write_text(comparison_markdown(comparison))
     _print_comparison(console, comparison)
@@ -222,85 +192,16 @@ def _check_folder(out_dir: Path, study: Study, resume: bool) -> dict | None:
     return previous
 
 
-def _write_study_json(out_dir: Path, study: Study, arms: list[ArmRun], previous: dict | None) -> None:
+def _write_study_json(out_dir: Path, study: Study, arms: list[tuple[Arm, OpenRun]], previous: dict | None) -> None:
     now = datetime.now(UTC).isoformat()
     data = previous or {"started_at": now, "resumed_at": [], "file": str(study.path), "sha256": study.sha256,
                         "content": study.text}
     if previous:
         data["resumed_at"].append(now)
-    data["arms"] = {a.arm.name: {**a.arm.model_dump(mode="json"), "run": a.arm.name,
-                                 "agent_version": a.provenance.get("agent", {}).get("version"),
-                                 "tasks": [t.id for t in a.plan.tasks]} for a in arms}
+    data["arms"] = {arm.name: {**arm.model_dump(mode="json"), "run": arm.name,
+                               "agent_version": run.provenance.get("agent", {}).get("version"),
+                               "tasks": [t.id for t in run.plan.tasks]} for arm, run in arms}
     write_json(out_dir / STUDY_JSON, data)
-
-
-def interleaved(work: list, task_ids: list[str], arm_names: list[str]) -> list:
-    """WORK, (arm run, task, trial) items, ordered trial by trial, task by task, arm by arm: drift on
-    the host falls on every arm alike."""
-    task_at = {t: i for i, t in enumerate(task_ids)}
-    arm_at = {a: i for i, a in enumerate(arm_names)}
-    return sorted(work, key=lambda w: (w[2], task_at[w[1].id], arm_at[w[0].arm.name]))
-
-
-def _interleave(arms: list[ArmRun], work: list[tuple[ArmRun, Task, int]], slots: int) -> None:
-    """WORK in its order over SLOTS VMs: each episode is run by its arm's scheduler on a free slot
-    (runner.workers, with every arm's stop, teardowns and slots); then every arm drains."""
-    todo: queue.SimpleQueue[tuple[ArmRun, Task, int]] = queue.SimpleQueue()
-    for item in work:
-        todo.put(item)
-    schedulers = [a.scheduler for a in arms]
-
-    def take(_slot: int) -> tuple[ArmRun, Task, int] | None:
-        try:
-            return todo.get_nowait()
-        except queue.Empty:
-            return None
-
-    def do(slot: int, item: tuple[ArmRun, Task, int]) -> None:
-        arm, task, trial = item
-        record = arm.scheduler.run_one(slot, task, trial)
-        if record is not None:
-            arm.scheduler.keep(record)
-
-    def stop_work() -> None:
-        for scheduler in schedulers:
-            scheduler.stop()
-
-    def drain(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        for scheduler in schedulers:
-            scheduler.drain(max(0.0, deadline - time.monotonic()))
-
-    def slot_ended(slot: int) -> None:
-        for scheduler in schedulers:
-            scheduler.slot_ended(slot)
-
-    Workers(take, do, stop_work=stop_work, drain=drain, worker_ended=slot_ended,
-            still_there=lambda: [x for scheduler in schedulers for x in scheduler.still_there()],
-            name=lambda slot: f"study-slot-{slot}").run(range(min(slots, len(work))))
-    # Each arm's last VMs are torn down in the background: a study that returned before they
-    # were would leave them to the process's exit.
-    drain(STOP_GRACE_S)
-
-
-class _AllFinishing:
-    """finishing() for every arm at once: an interrupted study still writes every arm's reports."""
-
-    def __init__(self, arms: list[ArmRun], console: Console) -> None:
-        self.managers = [finishing(a.plan, a.request, a.log, a.provenance, console) for a in arms]
-
-    def __enter__(self) -> None:
-        for m in self.managers:
-            m.__enter__()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
-        for m in self.managers:
-            try:
-                m.__exit__(exc_type, exc, tb)
-            except BaseException:  # noqa: BLE001 - every arm finishes, whatever one raised
-                pass  # each re-raises what the study is unwinding with; it is raised once, below
-        return False
 
 
 def compare_arms(out_dir: Path, names: list[str]) -> dict:

@@ -116,6 +116,29 @@ def test_status_shows_each_host_s_slots_images_and_warm_states(local_cluster, li
         assert h["warm"][linux_image.name] == [0] and h["in_flight"] == []
 
 
+@pytest.mark.full  # a study's arms through the cluster pool; one arm's run is the default tier's validate above
+def test_a_study_runs_its_arms_interleaved_on_the_clusters_hosts(local_cluster, host, tmp_path):
+    study, out = tmp_path / "study.yaml", tmp_path / "study"
+    study.write_text("suite: linux-core\ntasks: [env-var, folder-tree]\narms:\n"
+                     "  - name: solved\n    agent: oracle\n  - name: untouched\n    agent: nop\n")
+    done = _in(local_cluster, "study", "run", str(study), "--out", str(out), "--cluster", local_cluster["address"],
+               timeout=1800)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    for arm, outcome in (("solved", "pass"), ("untouched", "fail")):
+        records = _results(out / arm)
+        assert sorted(r["task_id"] for r in records) == ["env-var", "folder-tree"]
+        assert {r["outcome"] for r in records} == {outcome}
+        assert all(r["host"] in {"host-0", "host-1"} for r in records)
+        assert all((out / arm / r["task_id"] / "1" / "episode.json").is_file() for r in records)
+        where = json.loads((out / arm / "run.json").read_text())["cluster"]
+        assert where["address"] == local_cluster["address"]
+    keys = {json.loads((out / arm / "run.json").read_text())["cluster"]["run_key"] for arm in ("solved", "untouched")}
+    assert len(keys) == 2  # each arm is a run of its own on the hosts
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["baseline"] == "solved" and comparison["against"]["untouched"]["overall"]["mean_task_delta"] == -1
+    wait_for(lambda: not _cluster_domains(host), 180, "no domain left on either host")
+
+
 @pytest.mark.full  # a rarer path; leases without VMs: tests/unit/test_cluster_host.py
 def test_a_killed_driver_s_vms_are_destroyed_by_the_hosts(local_cluster, host, tmp_path):
     driver = subprocess.Popen([sys.executable, "-m", "runner", "run", "--suite", "linux-core", "--agent", "oracle",

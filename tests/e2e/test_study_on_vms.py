@@ -83,3 +83,39 @@ def test_a_study_of_two_arms_killed_and_resumed(linux_image, tmp_path):
     assert comparison["against"]["attached"]["overall"]["beyond_noise"] is False
     assert "no difference beyond noise" in resumed.stderr
     assert "## attached against own" in (out / "comparison.md").read_text()
+
+
+@pytest.mark.full  # two VMs held while the page is read; the live view's own test is test_live_view.py
+def test_a_study_with_live_shows_every_arms_episodes_on_the_shared_slots(linux_image, tmp_path):
+    from test_live_view import LiveRun, fetch, share_of
+
+    stop, out = tmp_path / "stop", tmp_path / "out"
+    waiter = f"sh -c 'while [ ! -e {stop} ]; do sleep 0.2; done'"
+    study = tmp_path / "study.yaml"
+    study.write_text(f"""suite: linux-core
+tasks: [folder-tree]
+vm_pool: 2
+arms:
+  - name: first
+    agent: command
+    agent_cmd: "{waiter}"
+  - name: second
+    agent: command
+    agent_cmd: "{waiter}"
+""")
+    run = LiveRun("study", "run", str(study), "--out", str(out), "--live")
+    try:
+        base, token = run.url().split("/?token=")
+        status = wait_for(lambda: (s := run.status(base, token)) and len(s["slots"]) == 2
+                          and all(x["phase"].startswith("agent") for x in s["slots"]) and s, 600,
+                          "both arms' episodes at their agents, one a slot")
+        assert status["total"] == 2 and {x["task_id"] for x in status["slots"]} == {"folder-tree"}
+        for slot in (0, 1):  # each slot's screen is its own VM's desktop
+            assert share_of(fetch(f"{base}/api/screen/{slot}.png?token={token}")[1], (0x1F, 0x6F, 0x8B)) > 0.15
+    finally:
+        stop.touch()
+        run.proc.communicate(timeout=900)
+    assert run.proc.returncode in (0, 1, 4), "".join(run.stderr)[-4000:]  # the waiter makes no folders: fails
+    for arm in ("first", "second"):
+        assert [r["task_id"] for r in _records(out / arm)] == ["folder-tree"]
+    assert json.loads((out / "comparison.json").read_text())["baseline"] == "first"

@@ -10,7 +10,7 @@ import threading
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from runner.cluster.dispatch import ClusterPool, HostLost
+from runner.cluster.dispatch import ClusterPool, HostLost, RunOutput
 from runner.cluster.host_service import pack_episode, unpack_episode
 from runner.runs.results import EpisodeRecord, ResultLog, by_host
 from runner.tasks.model import load_suite
@@ -25,12 +25,14 @@ class FakeClusterHost:
         self.lost_on_call = lost_on_call
         self.fails = fails
         self.calls = 0
+        self.runs: list[tuple[int, str]] = []
         self._lock = threading.Lock()
 
-    def run_episode(self, task_id, trial, slot, stop):
+    def run_episode(self, run, task_id, trial, slot, stop):
         with self._lock:
             self.calls += 1
             call = self.calls
+            self.runs.append((run, task_id))
         if self.lost_on_call is not None and call >= self.lost_on_call:
             raise HostLost("node killed")
         if self.fails:
@@ -48,12 +50,12 @@ class FakeClusterHost:
 
 def _work():
     tasks = load_suite("linux-core").tasks
-    return [(t, 1) for t in tasks]
+    return [(0, t, 1) for t in tasks]
 
 
 def _pool(tmp_path, hosts, **kw):
     notices = []
-    pool = ClusterPool(hosts, tmp_path, ResultLog(tmp_path), on_notice=notices.append, **kw)
+    pool = ClusterPool(hosts, [RunOutput(tmp_path, ResultLog(tmp_path))], on_notice=notices.append, **kw)
     return pool, notices
 
 
@@ -63,14 +65,14 @@ def test_a_lost_host_s_episode_runs_on_another_host_and_is_recorded_once(tmp_pat
     work = _work()
     pool.run(work)
     records = ResultLog(tmp_path).records()
-    assert sorted(r.task_id for r in records) == sorted(t.id for t, _ in work)  # each exactly once
+    assert sorted(r.task_id for r in records) == sorted(t.id for _run, t, _trial in work)  # each exactly once
     assert all(r.outcome == "pass" for r in records)
     retried = [r for r in records if r.attempts == 2]
     assert len(retried) == 1 and retried[0].host == "host-1"
     assert (tmp_path / retried[0].task_id / "1.lost-on-host-0-1" / "infra_error.txt").read_text().startswith(
         "host host-0 was lost")
     assert pool.lost_hosts == {"host-0": "node killed"} and "host-0 was lost" in notices[0]
-    assert json.loads((tmp_path / work[0][0].id / "1" / "episode.json").read_text())["task"] == work[0][0].id
+    assert json.loads((tmp_path / work[0][1].id / "1" / "episode.json").read_text())["task"] == work[0][1].id
     assert {r.host for r in records} == {"host-0", "host-1"}
     assert all("dispatch" in r.phases for r in records)
 
@@ -80,6 +82,21 @@ def test_with_no_host_left_the_pool_ends_and_the_rest_has_no_record(tmp_path):
     pool.run(_work())
     assert ResultLog(tmp_path).records() == []
     assert set(pool.lost_hosts) == {"host-0", "host-1"} and pool.alive == []
+
+
+def test_a_pool_of_two_runs_keeps_each_runs_episodes_in_its_own_folder_and_results(tmp_path):
+    # A study's arms on a cluster: each episode goes to its run on the host, and comes back to
+    # its run's folder and results.
+    host = FakeClusterHost("host-0", slots=2)
+    outputs = [RunOutput(tmp_path / arm, ResultLog(tmp_path / arm)) for arm in ("a", "b")]
+    for output in outputs:
+        output.out_dir.mkdir()
+    tasks = load_suite("linux-core").tasks[:2]
+    ClusterPool([host], outputs).run([(run, t, 1) for t in tasks for run in (0, 1)])
+    for run, arm in enumerate(("a", "b")):
+        assert sorted(r.task_id for r in ResultLog(tmp_path / arm).records()) == sorted(t.id for t in tasks)
+        assert all((tmp_path / arm / t.id / "1" / "episode.json").is_file() for t in tasks)
+    assert sorted(host.runs) == sorted((run, t.id) for t in tasks for run in (0, 1))
 
 
 def test_an_episode_whose_hosts_keep_dying_ends_as_an_infra_error(tmp_path):

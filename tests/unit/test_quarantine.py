@@ -4,6 +4,7 @@ the kill of what a user started during the episode, run for real on this host (L
 import os
 import pwd
 from pathlib import Path
+import signal
 import subprocess
 import time
 
@@ -45,9 +46,14 @@ def test_windows_scripts_parse(script):
     assert powershell_errors(script.encode()) == []
 
 
+_STARTED: list[subprocess.Popen] = []  # each runuser, ended by the nobody_processes fixture
+
+
 def nobodys(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen(["runuser", "-u", "nobody", "--", *argv], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(["runuser", "-u", "nobody", "--", *argv], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+    _STARTED.append(proc)
+    return proc
 
 
 def running(pattern: str) -> dict[int, str]:
@@ -66,6 +72,15 @@ def running(pattern: str) -> dict[int, str]:
 def nobody_processes():
     yield
     subprocess.run(["pkill", "-9", "-u", "nobody"])
+    # runuser stops itself when its child is stopped (su's job control), as the quarantine stops
+    # a session manager; stopped, it never reaps the child it outlived, and that zombie, still
+    # nobody's xfce4-session, was found by the next run's quarantine on the same machine.
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as another user")

@@ -2,13 +2,13 @@
 comparison of arms. tests/e2e/test_study.py runs a study on VMs, killed and resumed."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
 from runner.errors import UsageError
 from runner.runs.results import EpisodeRecord, ResultLog, summarize
-from runner.runs.study import arm_request, compare_arms, comparison_markdown, interleaved, load_study
+from runner.runs.run import interleaved
+from runner.runs.study import arm_request, compare_arms, comparison_markdown, load_study
 from runner.tasks.model import load_suite
 
 GOOD = """suite: linux-core
@@ -63,24 +63,13 @@ def test_a_missing_prompt_file_is_refused_naming_the_arm(tmp_path):
         arm_request(study, study.spec.arms[1], tmp_path / "out", resume=False)
 
 
-@dataclass
-class _Arm:
-    name: str
-
-
-@dataclass
-class _ArmRun:
-    arm: _Arm
-
-
-def test_arms_are_interleaved_trial_by_trial_task_by_task_arm_by_arm():
+def test_runs_are_interleaved_trial_by_trial_task_by_task_run_by_run():
     tasks = load_suite("linux-core").select(["folder-tree", "editor-write-save"])
-    a, b = _ArmRun(_Arm("a")), _ArmRun(_Arm("b"))
-    work = [(arm, t, n) for arm in (b, a) for n in (2, 1) for t in tasks]
-    order = [(w[0].arm.name, w[1].id, w[2]) for w in interleaved(work, ["folder-tree", "editor-write-save"], ["a", "b"])]
-    assert order == [("a", "folder-tree", 1), ("b", "folder-tree", 1), ("a", "editor-write-save", 1),
-                     ("b", "editor-write-save", 1), ("a", "folder-tree", 2), ("b", "folder-tree", 2),
-                     ("a", "editor-write-save", 2), ("b", "editor-write-save", 2)]
+    to_go = [[(t, n) for n in (2, 1) for t in reversed(tasks)] for _arm in ("a", "b")]
+    order = [(run, task.id, trial) for run, task, trial in interleaved(to_go, ["folder-tree", "editor-write-save"])]
+    assert order == [(0, "folder-tree", 1), (1, "folder-tree", 1), (0, "editor-write-save", 1),
+                     (1, "editor-write-save", 1), (0, "folder-tree", 2), (1, "folder-tree", 2),
+                     (0, "editor-write-save", 2), (1, "editor-write-save", 2)]
 
 
 def test_the_comparison_puts_every_arm_against_the_first(tmp_path):
@@ -100,13 +89,14 @@ def test_the_comparison_puts_every_arm_against_the_first(tmp_path):
     assert "## worse against own" in report and "| t1 | 4/4 (1.00) | 0/4 (0.00) | -1.00 |" in report
 
 
-def test_the_arms_share_the_slots_and_each_arm_drains_before_the_study_goes_on():
+def test_the_runs_share_the_slots_and_the_supply_drains_before_the_pool_returns():
     # Before, a study returned with its arms' last VMs still being torn down in the background,
-    # left to the process's exit. A fake of the scheduler's public side records the order.
+    # left to the process's exit. Fakes of the schedulers' and the supply's public sides record
+    # the order.
+    import queue
     import threading
-    from types import SimpleNamespace
 
-    from runner.runs.study import _interleave
+    from runner.runs.scheduler import run_on_slots
 
     events, lock = [], threading.Lock()
     both_slots = threading.Barrier(2, timeout=10)  # the first two episodes run at once, one a slot
@@ -130,23 +120,33 @@ def test_the_arms_share_the_slots_and_each_arm_drains_before_the_study_goes_on()
             with lock:
                 events.append(("slot ended", self.name, slot))
 
-        def drain(self, seconds):
-            assert seconds > 0
-            events.append(("drain", self.name))
-
         def stop(self):
             events.append(("stop", self.name))
+
+    class FakeSupply:
+        def slot_ended(self, slot):
+            with lock:
+                events.append(("supply slot ended", slot))
+
+        def drain(self, seconds=120.0):
+            events.append(("drain",))
+
+        def stop(self):
+            events.append(("stop supply",))
 
         def still_there(self):
             return []
 
-    arms = [SimpleNamespace(scheduler=FakeScheduler(n)) for n in ("a", "b")]
-    work = [(arm, task, 1) for task in ("t1", "t2", "t3") for arm in arms]
-    _interleave(arms, work, slots=2)
+    work = queue.SimpleQueue()
+    for task in ("t1", "t2", "t3"):
+        for run in (0, 1):
+            work.put((run, task, 1))
+    run_on_slots([FakeScheduler("a"), FakeScheduler("b")], FakeSupply(), threading.Event(), work, slots=2)
     ran = [e for e in events if e[0] == "run"]
     assert sorted((name, task) for _k, name, task, _slot in ran) == sorted(
         (n, t) for n in "ab" for t in ("t1", "t2", "t3"))
     assert {slot for *_rest, slot in ran} == {0, 1}  # both slots took work
-    assert events[-2:] == [("drain", "a"), ("drain", "b")]  # after every episode and slot's end
+    assert events[-1] == ("drain",)  # after every episode and every slot's end
     assert sorted(e[1:] for e in events if e[0] == "slot ended") == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
-    assert not any(e[0] == "stop" for e in events)
+    assert sorted(e[1] for e in events if e[0] == "supply slot ended") == [0, 1]
+    assert not any(e[0].startswith("stop") for e in events)
