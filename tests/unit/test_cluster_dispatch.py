@@ -93,7 +93,7 @@ def test_a_pool_of_two_runs_keeps_each_runs_episodes_in_its_own_folder_and_resul
         output.out_dir.mkdir()
     tasks = load_suite("linux-core").tasks[:2]
     ClusterPool([host], outputs).run([(run, t, 1) for t in tasks for run in (0, 1)])
-    for run, arm in enumerate(("a", "b")):
+    for arm in ("a", "b"):
         assert sorted(r.task_id for r in ResultLog(tmp_path / arm).records()) == sorted(t.id for t in tasks)
         assert all((tmp_path / arm / t.id / "1" / "episode.json").is_file() for t in tasks)
     assert sorted(host.runs) == sorted((run, t.id) for t in tasks for run in (0, 1))
