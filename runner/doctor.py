@@ -14,7 +14,7 @@ from runner.images.catalog import Catalog
 from runner.config import Settings, free_bytes
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.connect import connect_host
 from runner.images.linux_images import LINUX_TEST, REQUIRED_TOOLS
 from runner.runs.admission import available_mib, per_vm_mib, vms_that_fit
 
@@ -146,7 +146,7 @@ def _qemu() -> Check:
 
 def _libvirt(uri: str) -> Check:
     try:
-        host = LibvirtHost(uri)
+        host = connect_host(uri)
     except CuRunError as exc:
         return Check("libvirt", "fail", f"{uri}: {exc.message}", exc.fix or "")
     try:

@@ -27,7 +27,7 @@ from runner.config import Settings, free_bytes
 from runner.display.base import Display
 from runner.errors import GuestStopped, GuestUnreachable, HostFault, InfraError, UsageError
 from runner.guest.base import GuestShell
-from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml, redacted
+from runner.hypervisor.domain_xml import Accel, DomainSpec, SlotIdentity, redacted
 from runner.hypervisor.host import Host
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
@@ -115,7 +115,7 @@ class EpisodeVM:
         self._shell: GuestShell | None = None
         self._admin_shell: GuestShell | None = None
         self._display: Display | None = None
-        self._domain_xml = ""
+        self._domain_spec: DomainSpec | None = None
         self._undo: list[tuple[str, Callable[[], object]]] = []
         self._started = False
         self.guest_stop: str | None = None  # set when the host saw the guest power itself off or reset
@@ -164,7 +164,8 @@ class EpisodeVM:
 
     @property
     def domain_xml(self) -> str:
-        return self._domain_xml
+        """The domain as the host defines it (libvirt's XML), once started; "" before."""
+        return self.host.describe(self._domain_spec) if self._domain_spec is not None else ""
 
     # -- lifecycle
 
@@ -261,12 +262,12 @@ class EpisodeVM:
                 self.image, self.identity, self.workdir, self.options.accel, shell_port, owner,
                 self.host.uri, self.options.memory_mib, run_id=self.run_id, vnc_password=self.vnc_password,
             )
-            self._domain_xml = build_domain_xml(spec)
+            self._domain_spec = spec
             try:
                 if self.warm is not None:
-                    self.host.restore(self.warm.ram, self._domain_xml)
+                    self.host.restore(self.warm.ram, spec)
                 else:
-                    self.host.start(self._domain_xml)
+                    self.host.start(spec)
                 return shell_port
             except InfraError as exc:
                 if attempt == START_ATTEMPTS or "forward" not in str(exc).lower():
@@ -415,8 +416,8 @@ class EpisodeVM:
             dest.mkdir(parents=True, exist_ok=True)
             if self.serial_log.exists():
                 shutil.copy(self.serial_log, dest / "serial.log")
-            if self._domain_xml:
-                (dest / "domain.xml").write_text(redacted(self._domain_xml))
+            if self._domain_spec is not None:
+                (dest / "domain.xml").write_text(redacted(self.domain_xml))
             # A stopped QEMU does not answer its monitor: a screenshot would wait for ever.
             if self._display is not None and self.host_fault() is None:
                 (dest / "last-screen.png").write_bytes(self._display.screenshot())

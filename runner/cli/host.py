@@ -61,10 +61,10 @@ def gc(
 ) -> None:
     """Remove the domains and overlays that crashed or killed runs left behind."""
     from runner.gc import collect_garbage
-    from runner.hypervisor.libvirt_host import LibvirtHost
+    from runner.hypervisor.connect import connect_host
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
-    host = LibvirtHost(settings.libvirt_uri)
+    host = connect_host(settings.libvirt_uri)
     try:
         report = collect_garbage(host, settings, everything=everything, dry_run=dry_run)
     finally:

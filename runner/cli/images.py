@@ -156,7 +156,7 @@ def image_warm(
     With --cluster: on every host of the cluster, for all of its slots, sending the image first
     where it is missing.
     """
-    from runner.hypervisor.libvirt_host import LibvirtHost
+    from runner.hypervisor.connect import connect_host
     from runner.runs.scope import resolve_accel
     from runner.images.warm_state import remove_warm
     from runner.images.warming import warm_image
@@ -174,7 +174,7 @@ def image_warm(
         con.print("\n".join(f"removed {r}" for r in removed) or f"{name} has no warm states")
         return
     chosen, _probe = resolve_accel(settings, image, accel)
-    host = LibvirtHost(settings.libvirt_uri)
+    host = connect_host(settings.libvirt_uri)
     try:
         with err.status(f"warming {name}") as status:
             done = warm_image(host, settings, image, slots, chosen, force=force,

@@ -29,7 +29,7 @@ from runner.cluster.image_transfer import ImageReceiver
 from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
 from runner.gc import collect_garbage
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.connect import connect_host
 from runner.images.catalog import Catalog
 from runner.images.warm_state import list_slots
 from runner.images.warming import warm_image
@@ -123,7 +123,7 @@ class HostService:
         self.slots = slots
         self.settings = Settings.resolve(Path(cache_dir), libvirt_uri)
         private_dir(self.settings.cache_dir)
-        self.host = LibvirtHost(self.settings.libvirt_uri)
+        self.host = connect_host(self.settings.libvirt_uri)
         self.receiver = ImageReceiver(self.settings)
         self.leases = Leases()
         self._runs: dict[str, HostRun] = {}

@@ -134,10 +134,10 @@ class LocalCluster:
 
 def _collect(host: LocalHost) -> None:
     from runner.gc import collect_garbage
-    from runner.hypervisor.libvirt_host import LibvirtHost
+    from runner.hypervisor.connect import connect_host
 
     settings = Settings.resolve(host.cache_dir)
-    libvirt = LibvirtHost(settings.libvirt_uri)
+    libvirt = connect_host(settings.libvirt_uri)
     try:
         collect_garbage(libvirt, settings)
     finally:

@@ -1,8 +1,10 @@
 """The Host seam: what an episode needs from the machine its VMs run on.
 
-One implementation today: LibvirtHost, the local libvirt (runner/hypervisor/libvirt_host.py).
-The contract is written here once. Names are domain names; every error is an InfraError
-with the fix, except where a method says otherwise.
+One implementation today: LibvirtHost, the local libvirt (runner/hypervisor/libvirt_host.py),
+which `connect_host` (runner/hypervisor/connect.py) opens for a URI. The contract is written
+here once, in cu-run's own terms: a domain is a DomainSpec, which each host renders in its
+own format (libvirt's XML). Names are domain names; every error is an InfraError with the
+fix, except where a method says otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from runner.display.base import Display
-from runner.hypervisor.domain_xml import EpisodeTag
+from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,15 @@ class Host(Protocol):
 
     # -- domains
 
-    def start(self, domain_xml: str) -> None:
-        """Creates and boots a transient domain: it vanishes when destroyed."""
+    def start(self, spec: DomainSpec) -> None:
+        """Creates and boots SPEC as a transient domain: it vanishes when destroyed."""
 
-    def restore(self, ram: Path, domain_xml: str) -> None:
-        """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved; disk,
+    def restore(self, ram: Path, spec: DomainSpec) -> None:
+        """Restores a saved RAM state into SPEC (same name, UUID and devices as saved; disk,
         ports, file paths and the VNC password may differ), running."""
+
+    def describe(self, spec: DomainSpec) -> str:
+        """SPEC as this host defines it (libvirt's domain XML): what a failed episode keeps."""
 
     def save(self, name: str, ram: Path) -> None:
         """Saves NAME's RAM and device state to RAM (a warm slot); the domain is gone after."""

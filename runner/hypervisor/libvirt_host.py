@@ -22,7 +22,7 @@ import libvirt_qemu
 
 from runner.errors import GuestUnreachable, HostFault, InfraError
 from runner.guest.qga import AgentCommandFailed
-from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, parse_episode_tag
+from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, DomainSpec, build_domain_xml, parse_episode_tag
 from runner.hypervisor.host import DomainInfo, Host
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
@@ -220,8 +220,17 @@ class LibvirtHost(Host):
         return "127.0.0.1", self.vnc_port(dom)
 
     @override
-    def start(self, domain_xml: str) -> libvirt.virDomain:
-        """Creates and starts a transient domain: it vanishes from libvirt when destroyed."""
+    def start(self, spec: DomainSpec) -> libvirt.virDomain:
+        """Creates and starts SPEC as a transient domain: it vanishes from libvirt when destroyed."""
+        return self.start_xml(build_domain_xml(spec))
+
+    @override
+    def describe(self, spec: DomainSpec) -> str:
+        return build_domain_xml(spec)
+
+    def start_xml(self, domain_xml: str) -> libvirt.virDomain:
+        """Creates and starts a transient domain from libvirt's own XML (a test's domain that is
+        not cu-run's)."""
         try:
             dom = self._call(lambda c: c.createXML(domain_xml, 0))
         except libvirt.libvirtError as exc:
@@ -230,10 +239,11 @@ class LibvirtHost(Host):
         return dom
 
     @override
-    def restore(self, ram: Path, domain_xml: str) -> libvirt.virDomain:
-        """Restores a saved RAM state into DOMAIN_XML (same name, UUID and devices as saved;
-        disk, ports and file paths may differ), running."""
-        name = ET.fromstring(domain_xml).findtext("name") or ""
+    def restore(self, ram: Path, spec: DomainSpec) -> libvirt.virDomain:
+        """Restores a saved RAM state into SPEC (same name, UUID and devices as saved; disk,
+        ports and file paths may differ), running."""
+        domain_xml = build_domain_xml(spec)
+        name = spec.identity.name
         try:
             self._call(lambda c: c.restoreFlags(str(ram), domain_xml, libvirt.VIR_DOMAIN_SAVE_RUNNING))
         except libvirt.libvirtError as exc:

@@ -20,7 +20,8 @@ from runner.agents.base import Agent
 from runner.config import Settings
 from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel
-from runner.hypervisor.libvirt_host import LibvirtHost
+from runner.hypervisor.connect import connect_host
+from runner.hypervisor.host import Host
 from runner.images.catalog import Catalog, Image
 from runner.images.start_plan import StartPlan, plan_start
 from runner.images.warming import warm_image
@@ -56,7 +57,7 @@ class RunScope:
     image: Image
     accel: Accel
     probe: AccelProbe
-    host: LibvirtHost
+    host: Host
     admission: Admission
     start: StartPlan
     notes: tuple[str, ...] = ()  # what the scope decided that a user should hear
@@ -128,14 +129,14 @@ def probe_kernel(settings: Settings, image: Image | None) -> Path | None:
 def open_scope(settings: Settings, request: ScopeRequest, *, notice: Notice = lambda _line: None) -> Iterator[RunScope]:
     """The scope for REQUEST, its notices said through NOTICE; its host connection is closed
     however the block ends."""
-    host = LibvirtHost(settings.libvirt_uri)
+    host = connect_host(settings.libvirt_uri)
     try:
         yield make_scope(settings, request, host, notice=notice)
     finally:
         host.close()
 
 
-def make_scope(settings: Settings, request: ScopeRequest, host: LibvirtHost, *,
+def make_scope(settings: Settings, request: ScopeRequest, host: Host, *,
                notice: Notice = lambda _line: None) -> RunScope:
     """The scope for REQUEST on HOST, a connection the caller owns (a cluster host's, long-lived)."""
     image = Catalog(settings.images_dir).get(request.image)
@@ -152,7 +153,7 @@ def make_scope(settings: Settings, request: ScopeRequest, host: LibvirtHost, *,
     return RunScope(settings, image, accel, probe, host, admission, start, tuple(notes))
 
 
-def _start(settings: Settings, request: ScopeRequest, host: LibvirtHost, image: Image, accel: Accel, slots: int,
+def _start(settings: Settings, request: ScopeRequest, host: Host, image: Image, accel: Accel, slots: int,
            notes: list[str]) -> StartPlan:
     """How the scope's VMs start. The golden disk's sha256 is checked once on every path: by
     warm_image when it warms, here otherwise."""

@@ -170,10 +170,10 @@ class CuRunSandbox(SandboxEnvironment):
     async def cli_cleanup(cls, id: str | None) -> None:  # noqa: A002 - Inspect's name
         """`inspect sandbox cleanup cu-run`: what dead runs left behind (`cu-run gc` does the same)."""
         from runner.gc import collect_garbage
-        from runner.hypervisor.libvirt_host import LibvirtHost
+        from runner.hypervisor.connect import connect_host
 
         settings = Settings.resolve()
-        host = LibvirtHost(settings.libvirt_uri)
+        host = connect_host(settings.libvirt_uri)
         try:
             report = await anyio.to_thread.run_sync(lambda: collect_garbage(host, settings))
         finally:

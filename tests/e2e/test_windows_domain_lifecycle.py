@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from runner.episode_domain import EPISODE_NVRAM_FILE, run_as_for
-from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi, build_domain_xml
+from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi
 from runner.images.windows_11 import OVMF_CANDIDATES
 from runner.owner import me
 from runner.runs.scope import resolve_accel
@@ -36,13 +36,13 @@ def stand_in_efi_disk(folder: Path) -> Path:
     return disk
 
 
-def windows_shaped(workdir: Path, ovmf_code: str, port: int, accel: str, run_as) -> str:
+def windows_shaped(workdir: Path, ovmf_code: str, port: int, accel: str, run_as) -> DomainSpec:
     owner = me()
-    return build_domain_xml(DomainSpec(
+    return DomainSpec(
         identity=SlotIdentity(f"winlife{owner.pid}", 0), accel=accel, disk=workdir / "overlay.qcow2",
         serial_log=workdir / "serial.log", tag=EpisodeTag("winlife", 0, owner.pid, owner.start, workdir),
         firmware=Uefi(Path(ovmf_code), workdir / EPISODE_NVRAM_FILE), forwards=(PortForward(port, 5985),),
-        memory_mib=512, vcpus=2, run_as=run_as))
+        memory_mib=512, vcpus=2, run_as=run_as)
 
 
 def listening(port: int) -> bool:
@@ -77,9 +77,9 @@ def test_a_windows_shaped_domain_starts_saves_and_restores_with_a_new_port_forwa
         stand_in_efi_disk(workdir)
         (workdir / EPISODE_NVRAM_FILE).write_bytes(Path(ovmf_vars).read_bytes())
         first, second = host.free_port(), host.free_port()
-        xml = windows_shaped(workdir, ovmf_code, first, accel, run_as)
+        spec = windows_shaped(workdir, ovmf_code, first, accel, run_as)
         name = f"cu-winlife{me().pid}-0"
-        host.start(xml)
+        host.start(spec)
         try:
             # OVMF's own GOP mode on Debian's build: the screen the image manifest records (1280x800).
             assert screen_size_settled(host, name) == (1280, 800)

@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import threading
-import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -267,12 +266,12 @@ class SlowFirstTeardownHost(TestDriverHost):
         self._slowed = False
 
     @override
-    def start(self, domain_xml):
-        name = ET.fromstring(domain_xml).findtext("name")
+    def start(self, spec):
+        name = spec.identity.name
         if name == self.being_destroyed:
             self.started_during_a_destroy.append(name)
             self._start_seen.set()
-        return super().start(domain_xml)
+        return super().start(spec)
 
     @override
     def destroy(self, name):

@@ -7,7 +7,7 @@ import pytest
 from runner.config import Settings
 from runner.episode import EPISODE_OWNER_FILE
 from runner.gc import collect_garbage
-from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, SlotIdentity, build_domain_xml
+from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, SlotIdentity
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import Owner, me
 
@@ -31,7 +31,7 @@ def start(host, settings, pool, owner):
     (workdir / EPISODE_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
     spec = DomainSpec(identity=identity, accel="tcg", disk=workdir / "overlay.qcow2",
                       serial_log=workdir / "serial.log", tag=EpisodeTag(pool, 0, owner.pid, owner.start, workdir))
-    host.start(build_domain_xml(spec))
+    host.start(spec)
     return identity.name, workdir
 
 
@@ -73,7 +73,7 @@ def test_all_removes_live_runs_too(host, tmp_path):
 
 def test_foreign_cu_domain_without_metadata_is_left_alone(host, tmp_path):
     settings = Settings.resolve(cache_dir=tmp_path)
-    host.start("<domain type='test'><name>cu-not-ours</name><memory>1024</memory>"
+    host.start_xml("<domain type='test'><name>cu-not-ours</name><memory>1024</memory>"
                "<os><type>hvm</type></os></domain>")
     report = collect_garbage(host, settings, everything=True)
     assert host.is_running("cu-not-ours")
@@ -86,7 +86,7 @@ def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
     precious.mkdir()
     spec = DomainSpec(identity=SlotIdentity("evil", 0), accel="tcg", disk=precious / "d.qcow2",
                       serial_log=precious / "s.log", tag=EpisodeTag("evil", 0, DEAD.pid, DEAD.start, precious))
-    host.start(build_domain_xml(spec))
+    host.start(spec)
     collect_garbage(host, settings)
     assert precious.exists()
     assert not host.is_running("cu-evil-0")
