@@ -13,6 +13,7 @@ from runner.config import Settings
 from runner.episode import EpisodeOptions, EpisodeVM
 from runner.episode_domain import episode_domain_spec
 from runner.hypervisor.domain_xml import SlotIdentity, build_domain_xml
+from runner.images.builders import image_named
 from runner.images.catalog import Catalog
 from runner.interrupts import shielded
 from runner.owner import me
@@ -53,7 +54,7 @@ def open_vm(
 
 def print_dry_run(settings: Settings, image_name: str, accel: str) -> str:
     """The domain XML an episode of IMAGE_NAME would get, without starting anything."""
-    image = Catalog(settings.images_dir).get(image_name)
+    image = image_named(Catalog(settings.images_dir), image_name)
     chosen, _ = resolve_accel(settings, image, accel)
     identity = SlotIdentity("dryrun", 0)
     spec = episode_domain_spec(image, identity, settings.episodes_dir / identity.name, chosen,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from runner.agents.base import Agent
 from runner.errors import UsageError
+from runner.registry import Registry
 from runner.tasks.model import Task
 
 # The modules that register the built-in agents, each its own (loaded at the first lookup).
@@ -39,34 +40,10 @@ class BuiltIn:
     drives_a_model: bool = False
 
 
-_REGISTERED: dict[str, BuiltIn] = {}
-
-
-def register_agent(entry: BuiltIn) -> BuiltIn:
-    """Adds a built-in agent (its module's own line, at its import); a name is registered once."""
-    if entry.name in _REGISTERED and _REGISTERED[entry.name] is not entry:
-        raise ValueError(f"agent {entry.name} is registered twice")
-    _REGISTERED[entry.name] = entry
-    return entry
-
-
-def unregister_agent(name: str) -> None:
-    """Removes a registration (a test's throwaway agent)."""
-    _REGISTERED.pop(name, None)
-
-
-def agent_names() -> tuple[str, ...]:
-    """Every agent's name: the built-ins in BUILT_IN's order (whichever module was imported first),
-    then any registered by other code."""
-    for module in BUILT_IN:
-        importlib.import_module(module)
-    registered = list(_REGISTERED)
-
-    def order(name: str) -> tuple[int, int]:
-        module = getattr(_REGISTERED[name].make, "__module__", "")
-        return (BUILT_IN.index(module) if module in BUILT_IN else len(BUILT_IN), registered.index(name))
-
-    return tuple(sorted(registered, key=order))
+AGENTS: Registry[BuiltIn] = Registry("agent", BUILT_IN, lambda entry: entry.name)
+register_agent = AGENTS.register
+unregister_agent = AGENTS.unregister
+agent_names = AGENTS.names
 
 
 def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None, max_turns: int = 50,
@@ -80,8 +57,9 @@ def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None
     names = agent_names()
     if name not in names:
         raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(names)}, or MODULE:CLASS")
-    entry = _REGISTERED[name]
-    with_model = " and ".join(n for n in names if _REGISTERED[n].drives_a_model)
+    entry = AGENTS.find(name)
+    assert entry is not None
+    with_model = " and ".join(n for n in names if (e := AGENTS.find(n)) is not None and e.drives_a_model)
     if append_prompt and not entry.drives_a_model:
         raise UsageError(f"an appended system prompt is for the {with_model} agents, not {name}")
     if model and not entry.drives_a_model:

@@ -10,13 +10,13 @@ one such module, added to BUILT_IN (or registered by a lab's own code before it 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from runner.errors import UsageError
+from runner.registry import Registry
 
 if TYPE_CHECKING:
     from runner.benchmarks.linux_steps import Script
@@ -49,36 +49,15 @@ class Benchmark:
     missing_apps: Mapping[str, str] = field(default_factory=dict)  # domain -> why its app is not here
 
 
-_REGISTERED: dict[str, Benchmark] = {}
-
-
-def register(benchmark: Benchmark) -> Benchmark:
-    """Adds BENCHMARK (a module's own line, at its import); a name is registered once."""
-    if benchmark.name in _REGISTERED and _REGISTERED[benchmark.name] is not benchmark:
-        raise ValueError(f"benchmark {benchmark.name} is registered twice")
-    _REGISTERED[benchmark.name] = benchmark
-    return benchmark
-
-
-def unregister(name: str) -> None:
-    """Removes a registration (a test's throwaway benchmark)."""
-    _REGISTERED.pop(name, None)
-
-
-def _load_built_in() -> None:
-    for module in BUILT_IN:
-        importlib.import_module(module)
-
-
-def names() -> tuple[str, ...]:
-    _load_built_in()
-    return tuple(_REGISTERED)
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", BUILT_IN, lambda benchmark: benchmark.name)
+register = BENCHMARKS.register
+unregister = BENCHMARKS.unregister
+names = BENCHMARKS.names
 
 
 def get(name: str) -> Benchmark:
     """The benchmark NAME, or a UsageError naming those there are."""
-    _load_built_in()
-    try:
-        return _REGISTERED[name]
-    except KeyError:
-        raise UsageError(f"no benchmark {name!r}: cu-run imports {', '.join(_REGISTERED)}") from None
+    benchmark = BENCHMARKS.find(name)
+    if benchmark is None:
+        raise UsageError(f"no benchmark {name!r}: cu-run imports {', '.join(names())}")
+    return benchmark

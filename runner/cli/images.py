@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
-from runner.errors import UsageError
 from runner.cli.options import (
     _status_and_log,
     AccelChoice,
@@ -27,17 +26,22 @@ from runner.images.catalog import Catalog
 
 
 def _buildable(name: str) -> str:
-    from runner.images.catalog import BUILDABLE
+    from runner.images.builders import builder_names
 
-    if name not in BUILDABLE:
-        raise typer.BadParameter(f"{name!r} is not an image cu-run builds: {', '.join(BUILDABLE)}")
+    if name not in builder_names():
+        raise typer.BadParameter(f"{name!r} is not an image cu-run builds: {', '.join(builder_names())}")
     return name
+
+
+def _buildable_help() -> str:
+    from runner.images.builders import builder_names
+
+    return f"the image to build: {', '.join(builder_names())}"
 
 
 @image_app.command("build")
 def image_build(
-    name: Annotated[str, typer.Argument(help="the image to build: linux-test, linux-desktop or windows-11", metavar="NAME",
-                                        callback=_buildable)],
+    name: Annotated[str, typer.Argument(help=_buildable_help(), metavar="NAME", callback=_buildable)],
     force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
     iso: Annotated[Path | None, typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
     virtio_iso: Annotated[Path | None, typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,
@@ -60,51 +64,38 @@ def image_build(
     cache_dir: CacheDir = None,
 ) -> None:
     """Build a golden image into the catalog (reused when already built)."""
+    from runner.images.builders import BuildRequest, get_builder
+
     settings = Settings.resolve(cache_dir)
-    catalog = Catalog(settings.images_dir)
-    if name == "windows-11":
-        _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256,
-                       virtio_sha256, python_sha256, licence_days, accel, settings,
-                       {"edition": edition, "product_key": product_key, "winrm_timeout": winrm_timeout})
-        return
-    from runner.images.linux_images import build_image
 
-    with err.status(f"building {name}") as status:
-        image, built = build_image(catalog, name, force=force,
-                                   progress=lambda line: status.update(f"building {name}: {line}"))
-    m = image.manifest
-    verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
-    con.print(f"{m.name}: {verb}\n  disk {image.disk} ({m.disk_bytes / 2**20:.0f} MiB, sha256 {m.disk_sha256[:16]}...)")
-
-
-def _build_windows(catalog, name, force, iso, virtio_iso, python_installer, evals_seed, iso_sha256, virtio_sha256,
-                   python_sha256, licence_days, accel, settings, media_options: dict) -> None:
-    from runner.images.windows_11 import DEFAULT_SEED, WindowsInputs, build_windows_image
-
-    missing = [flag for flag, value in (("--iso", iso), ("--virtio-iso", virtio_iso),
-                                        ("--python-installer", python_installer)) if value is None]
-    if missing:
-        raise UsageError(f"building windows-11 needs {', '.join(missing)}",
-                         fix="docs/windows.md says where each file comes from")
-    existing = catalog.find(name)
-    if existing is not None and not force:
-        con.print(f"{name}: already built (use --force to rebuild)")
-        return
-    chosen = accel
-    if accel == "auto":
+    def chosen_accel() -> str:
+        if accel != "auto":
+            return str(accel)
         from runner.runs.scope import resolve_accel
 
         chosen, _probe = resolve_accel(settings, None, "auto")
         if chosen == "tcg":
-            err.print("[yellow]KVM is not usable here: Windows setup under TCG takes many hours[/]")
-    inputs = WindowsInputs(iso=iso, virtio_iso=virtio_iso, python_installer=python_installer,
-                           evals_seed=evals_seed or DEFAULT_SEED, iso_sha256=iso_sha256, virtio_sha256=virtio_sha256,
-                           python_sha256=python_sha256, licence_days=licence_days, accel=chosen, **media_options)
+            err.print("[yellow]KVM is not usable here: a build that boots its guest under TCG takes far longer[/]")
+        return chosen
+
+    # Each builder reads the options that are its own (windows-11: its media); the others are unset.
+    options = {"iso": iso, "virtio_iso": virtio_iso, "python_installer": python_installer, "evals_seed": evals_seed,
+               "iso_sha256": iso_sha256, "virtio_sha256": virtio_sha256, "python_sha256": python_sha256,
+               "licence_days": licence_days, "edition": edition, "product_key": product_key,
+               "winrm_timeout": winrm_timeout}
     with err.status(f"building {name}") as status:
-        image = build_windows_image(catalog, name, inputs, progress=_status_and_log(status, err, f"building {name}"))
+        request = BuildRequest(Catalog(settings.images_dir), force=force, accel=chosen_accel, options=options,
+                               progress=_status_and_log(status, err, f"building {name}"),
+                               status=lambda line: status.update(f"building {name}: {line}"))
+        image, built = get_builder(name).build(request)
     m = image.manifest
-    con.print(f"{m.name}: built in {m.build_seconds / 60:.0f} min\n  disk {image.disk} "
-              f"({m.disk_bytes / 2**30:.1f} GiB, sha256 {m.disk_sha256[:16]}...), licence until {m.licence_expires}")
+    if not built:
+        con.print(f"{m.name}: already built (use --force to rebuild)")
+        return
+    size = f"{m.disk_bytes / 2**30:.1f} GiB" if m.disk_bytes >= 2**30 else f"{m.disk_bytes / 2**20:.0f} MiB"
+    licence = f", licence until {m.licence_expires}" if m.licence_expires else ""
+    con.print(f"{m.name}: built in {m.build_seconds:.0f} s\n  disk {image.disk} ({size}, sha256 {m.disk_sha256[:16]}...)"
+              + licence)
 
 
 @image_app.command("list")
@@ -159,10 +150,11 @@ def image_warm(
     from runner.hypervisor.connect import connect_host
     from runner.runs.scope import resolve_accel
     from runner.images.warm_state import remove_warm
+    from runner.images.builders import image_named
     from runner.images.warming import warm_image
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
-    image = Catalog(settings.images_dir).get(name)
+    image = image_named(Catalog(settings.images_dir), name)
     if cluster:
         from runner.cluster.driver import warm_on_cluster
 

@@ -38,6 +38,7 @@ from runner.images.catalog import (
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
 from runner.profiles.linux import LinuxProfile
+from runner.images.builders import Builder, register_builder
 from runner.images.scratch import scratch_then_rename
 
 LINUX_TEST = "linux-test"
@@ -265,3 +266,12 @@ def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress, passwo
 
 def _packages(tsv: Path) -> list[str]:
     return [line.replace("\t", "=") for line in tsv.read_text().splitlines() if line.strip()]
+
+
+def _builder(name: str) -> Builder:
+    return Builder(name, lambda request: build_image(request.catalog, name, force=request.force,
+                                                     progress=request.status),
+                   f"a Debian recipe (images/{name}/), built with mmdebstrap")
+
+
+LINUX_BUILDERS = [register_builder(_builder(name)) for name in RECIPES]

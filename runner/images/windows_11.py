@@ -40,6 +40,7 @@ from runner.images.catalog import (
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile
+from runner.images.builders import BuildRequest, Builder, register_builder
 from runner.images.linux_images import run_logged
 from runner.display.vnc import VncDisplay
 from runner.guest.winrm import WinRmShell
@@ -51,6 +52,7 @@ from runner.images.windows_media import EditionChoice, choose_edition, iso_editi
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
 TEMPLATE = TEMPLATE_DIR / "windows-11.pkr.hcl"
 DEFAULT_SEED = TEMPLATE_DIR / "evals-seed"
+WINDOWS_11 = "windows-11"
 OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
                    ("/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"),
                    ("/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"))
@@ -377,3 +379,27 @@ def licence_warning(image: Image, today: date | None = None) -> str | None:
     if days < 14:
         return f"image {image.name}: its Windows evaluation licence ends in {days} days ({expires}); rebuild it soon"
     return None
+
+
+def build_windows(request: BuildRequest) -> tuple[Image, bool]:
+    """`cu-run image build windows-11`: from the lab's own media (--iso, --virtio-iso,
+    --python-installer; docs/windows.md), unless the catalog has it and no rebuild is asked."""
+    options = request.options
+    missing = [flag for flag, key in (("--iso", "iso"), ("--virtio-iso", "virtio_iso"),
+                                      ("--python-installer", "python_installer")) if options.get(key) is None]
+    if missing:
+        raise UsageError(f"building {WINDOWS_11} needs {', '.join(missing)}",
+                         fix="docs/windows.md says where each file comes from")
+    existing = request.catalog.find(WINDOWS_11)
+    if existing is not None and not request.force:
+        return existing, False
+    inputs = WindowsInputs(
+        iso=options["iso"], virtio_iso=options["virtio_iso"], python_installer=options["python_installer"],
+        evals_seed=options.get("evals_seed") or DEFAULT_SEED, iso_sha256=options.get("iso_sha256"),
+        virtio_sha256=options.get("virtio_sha256"), python_sha256=options.get("python_sha256"),
+        licence_days=options.get("licence_days", 90), accel=request.accel(), edition=options.get("edition"),
+        product_key=options.get("product_key"), winrm_timeout=options.get("winrm_timeout") or "2h")
+    return build_windows_image(request.catalog, WINDOWS_11, inputs, progress=request.progress), True
+
+
+WINDOWS_BUILDER = register_builder(Builder(WINDOWS_11, build_windows, "Packer, from a lab's own Windows 11 media"))

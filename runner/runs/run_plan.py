@@ -15,6 +15,7 @@ from runner.benchmarks.host_scoring import HostScoring
 from runner.config import Settings
 from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
+from runner.images.builders import image_named
 from runner.images.catalog import Catalog, Image
 from runner.mcp.server import resolve_toolsets
 from runner.profiles import get_profile
@@ -63,7 +64,8 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = episode_tasks(request, tasks)
     agent = request_agent(request, tasks)
     external_server(request, agent)
-    image = Catalog(settings.images_dir).get(request.image or named_image(suite, tasks) or get_profile(profile).default_image)
+    image = image_named(Catalog(settings.images_dir),
+                        request.image or named_image(suite, tasks) or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")

@@ -22,6 +22,7 @@ from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.connect import connect_host
 from runner.hypervisor.host import Host
+from runner.images.builders import image_named
 from runner.images.catalog import Catalog, Image
 from runner.images.start_plan import StartPlan, plan_start
 from runner.images.warming import warm_image
@@ -139,7 +140,7 @@ def open_scope(settings: Settings, request: ScopeRequest, *, notice: Notice = la
 def make_scope(settings: Settings, request: ScopeRequest, host: Host, *,
                notice: Notice = lambda _line: None) -> RunScope:
     """The scope for REQUEST on HOST, a connection the caller owns (a cluster host's, long-lived)."""
-    image = Catalog(settings.images_dir).get(request.image)
+    image = image_named(Catalog(settings.images_dir), request.image)
     accel, probe = resolve_accel(settings, image, request.accel)
     admission = admit(request.vm_pool, image.manifest.memory_mib, accel, available_mib())
     notes: list[str] = []

@@ -94,14 +94,15 @@ def test_an_image_cu_run_cannot_build_is_refused_listing_those_it_can():
 
 
 def test_a_missing_image_gets_a_fix_that_can_work(tmp_path):
+    from runner.images.builders import image_named
     from runner.images.catalog import Catalog
     from runner.errors import UsageError
 
     with pytest.raises(UsageError) as info:
-        Catalog(tmp_path).get("nope")
-    assert "cu-run image build nope" not in info.value.fix and "linux-desktop" in info.value.fix
+        image_named(Catalog(tmp_path), "nope")
+    assert "cu-run image build nope" not in info.value.fix and "linux-desktop, windows-11" in info.value.fix
     with pytest.raises(UsageError) as info:
-        Catalog(tmp_path).get("linux-desktop")
+        image_named(Catalog(tmp_path), "linux-desktop")
     assert info.value.fix == "build it: cu-run image build linux-desktop"
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. A module belongs to the first layer with a pattern that matches it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("runner", "runner.errors", "runner.config", "runner.console", "runner.net", "runner.owner",
-              "runner.screen", "runner.interrupts", "runner.workers")),
+              "runner.screen", "runner.interrupts", "runner.workers", "runner.registry")),
     ("backends", ("runner.display", "runner.display.*", "runner.guest", "runner.guest.*", "runner.hypervisor",
                   "runner.hypervisor.*")),
     ("scoring rules", ("runner.scoring", "runner.scoring.writeset", "runner.scoring.verdict", "runner.scoring.blame",
@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                "runner.episode_domain")),
     ("benchmarks", ("runner.benchmarks", "runner.benchmarks.*")),
     ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_images", "runner.images.windows_11",
-                    "runner.images.windows_media", "runner.images.windows_build_watch", "runner.gc",
+                    "runner.images.windows_media", "runner.images.windows_build_watch", "runner.images.builders", "runner.gc",
                     "runner.runs.admission")),
     ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),
     ("run records", ("runner.runs", "runner.runs.results", "runner.runs.recording", "runner.runs.report",
