@@ -31,8 +31,10 @@ def test_lists_and_gets_images(tmp_path):
 
 def test_missing_image_names_what_is_built_and_how_to_build(tmp_path):
     make_image(tmp_path, "linux-test")
+    from runner.images.builders import image_named
+
     with pytest.raises(UsageError) as info:
-        Catalog(tmp_path).get("windows-11")
+        image_named(Catalog(tmp_path), "windows-11")
     assert "windows-11" in info.value.message and "linux-test" in info.value.message
     assert "cu-run image build windows-11" in info.value.fix
 

@@ -1,6 +1,7 @@
 """The write set on planted manifests: what counts as a change, and what is allowed."""
 
 import hashlib
+import time
 
 import pytest
 
@@ -185,6 +186,19 @@ def listed(root, **watch):
     return take_listing(LocalShell(), get_profile("linux"), Watch((str(root),), **watch))
 
 
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id (<linux/time.h>); Python's time module does not name it
+
+
+def past(ns: int) -> None:
+    """Returns once the kernel's clock for file times has passed NS. A ctime is stamped from the
+    coarse realtime clock, a tick behind the listing's time_ns(): a change made within that tick
+    of the listing's start had a ctime before it, was taken for unchanged since, and these tests
+    failed now and then (the product's own listing after allows two seconds for this,
+    Watch.after). Waiting for the clock, not for a time, makes each change come after."""
+    while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= ns:
+        pass
+
+
 def test_a_file_over_the_hash_limit_rewritten_in_place_with_its_mtime_restored_is_a_change(tmp_path, monkeypatch):
     import os
 
@@ -195,6 +209,7 @@ def test_a_file_over_the_hash_limit_rewritten_in_place_with_its_mtime_restored_i
     big.write_bytes(b"a" * 4096)
     os.utime(big, ns=(1_000_000_000, 1_000_000_000))
     before = listed(tmp_path)
+    past(before.started_ns)
     assert str(big) in before.unhashed
     with open(big, "r+b") as fh:  # same size, one byte different: dd conv=notrunc
         fh.seek(100)
@@ -214,6 +229,7 @@ def test_the_hash_budget_spent_on_decoys_leaves_the_file_that_mattered_still_com
     target.parent.mkdir()
     target.write_text("original")
     before = listed(tmp_path)
+    past(before.started_ns)
     assert before.entries[str(target)].sha256  # hashed before
     monkeypatch.setattr(linux, "HASH_BUDGET_S", -1.0)  # decoys used up the budget: nothing is hashed after
     stat = target.stat()
@@ -227,6 +243,7 @@ def test_the_hash_budget_spent_on_decoys_leaves_the_file_that_mattered_still_com
 def test_files_untouched_since_the_first_listing_are_not_hashed_again(tmp_path):
     (tmp_path / "a.txt").write_text("a")
     before = listed(tmp_path)
+    past(before.started_ns)
     (tmp_path / "b.txt").write_text("b")
     after = listed(tmp_path, since_ns=before.started_ns)
     assert after.unhashed == (str(tmp_path / "a.txt"),) and after.entries[str(tmp_path / "b.txt")].sha256
@@ -326,6 +343,7 @@ def test_an_acl_that_leaves_the_mode_bits_alone_is_a_change(tmp_path):
     secret.write_text("private")
     secret.chmod(0o600)
     before = listed(tmp_path)
+    past(before.started_ns)
     subprocess.run(["setfacl", "-m", "u:nobody:r", str(secret)], check=True)
     after = listed(tmp_path, since_ns=before.started_ns)
     (change,) = diff(before.entries, after.entries)
@@ -339,6 +357,7 @@ def test_a_user_attribute_is_a_change_and_its_value_counts(tmp_path):
     tagged.write_text("x")
     os.setxattr(tagged, "user.verdict", b"fail")
     before = listed(tmp_path)
+    past(before.started_ns)
     assert before.entries[str(tagged)].xattrs == (("user.verdict", hashlib.sha256(b"fail").hexdigest()),)
     os.setxattr(tagged, "user.verdict", b"pass")
     after = listed(tmp_path, since_ns=before.started_ns)
@@ -351,6 +370,7 @@ def test_a_file_written_and_put_back_is_a_change_by_its_ctime(tmp_path):
     kept = tmp_path / "kept.txt"
     kept.write_text("same")
     before = listed(tmp_path)
+    past(before.started_ns)
     kept.write_text("other")
     kept.write_text("same")
     after = listed(tmp_path, since_ns=before.started_ns)
