@@ -50,3 +50,14 @@ def test_an_image_nobody_builds_is_refused_listing_those_that_are(tmp_path):
 def test_a_name_is_registered_once(toy_builder):
     with pytest.raises(ValueError, match="registered twice"):
         register_builder(Builder("toy-image", lambda _r: None, "again"))
+
+
+def test_the_windows_builder_names_every_medium_it_lacks_before_anything(tmp_path):
+    from runner.images.builders import BuildRequest, get_builder
+
+    asked = []
+    request = BuildRequest(Catalog(tmp_path), accel=lambda: asked.append("accel") or "kvm",
+                           options={"iso": tmp_path / "win.iso"})
+    with pytest.raises(UsageError, match="building windows-11 needs --virtio-iso, --python-installer"):
+        get_builder("windows-11").build(request)
+    assert asked == [] and not any(tmp_path.iterdir())  # no accelerator probed, nothing written
