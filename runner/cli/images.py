@@ -89,13 +89,10 @@ def image_build(
                                status=lambda line: status.update(f"building {name}: {line}"))
         image, built = get_builder(name).build(request)
     m = image.manifest
-    if not built:
-        con.print(f"{m.name}: already built (use --force to rebuild)")
-        return
     size = f"{m.disk_bytes / 2**30:.1f} GiB" if m.disk_bytes >= 2**30 else f"{m.disk_bytes / 2**20:.0f} MiB"
+    verb = f"built in {m.build_seconds:.0f} s" if built else "already built (use --force to rebuild)"
     licence = f", licence until {m.licence_expires}" if m.licence_expires else ""
-    con.print(f"{m.name}: built in {m.build_seconds:.0f} s\n  disk {image.disk} ({size}, sha256 {m.disk_sha256[:16]}...)"
-              + licence)
+    con.print(f"{m.name}: {verb}\n  disk {image.disk} ({size}, sha256 {m.disk_sha256[:16]}...){licence}")
 
 
 @image_app.command("list")
