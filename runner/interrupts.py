@@ -26,6 +26,11 @@ class Insisted(KeyboardInterrupt):
     """Signals kept coming during a teardown: the process leaves now. The message says what is left."""
 
 
+def say_on_stderr(line: str) -> None:
+    """What a teardown says, where a person or a supervisor reads it."""
+    print(line, file=sys.stderr, flush=True)
+
+
 @contextmanager
 def shielded(left: Callable[[], list[str]], say: Callable[[str], None] | None = None, *,
              announce: bool = False) -> Iterator[None]:
@@ -36,7 +41,7 @@ def shielded(left: Callable[[], list[str]], say: Callable[[str], None] | None = 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = say or say_on_stderr
     seen = 0
 
     def handler(signum: int, _frame: object) -> None:

@@ -22,14 +22,14 @@ runner.owner.raise_on_termination is installed) the loop
 
 from __future__ import annotations
 
-import sys
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from runner.interrupts import shielded
+from runner.interrupts import say_on_stderr, shielded
 
 STOP_GRACE_S = 120.0  # after a signal, how long the workers and the teardowns get to finish
 WAIT_S = 0.5  # the main thread's longest wait: a signal is handled between two waits
@@ -38,8 +38,16 @@ W = TypeVar("W")  # a worker: a slot number, a (host, slot)
 T = TypeVar("T")  # an item of work
 
 
-def _say_on_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+def taking_from(work: queue.SimpleQueue[T]) -> Callable[[object], T | None]:
+    """A take for workers that share WORK, filled before they start: its next item, or None
+    once it is empty."""
+    def take(_worker: object) -> T | None:
+        try:
+            return work.get_nowait()
+        except queue.Empty:
+            return None
+
+    return take
 
 
 @dataclass
@@ -57,7 +65,7 @@ class Workers(Generic[W, T]):
     name: Callable[[W], str] = str  # its thread's name
     grace_s: float = STOP_GRACE_S
     stopping: threading.Event = field(default_factory=threading.Event)
-    say: Callable[[str], None] = _say_on_stderr
+    say: Callable[[str], None] = say_on_stderr
 
     def run(self, workers: Sequence[W], render: Callable[[], None] = lambda: None) -> None:
         """Runs a thread per worker until each has ended, calling RENDER between waits. On a

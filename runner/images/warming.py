@@ -24,7 +24,7 @@ from runner.hypervisor.host import Host
 from runner.owner import me
 from runner.runs.admission import admit, available_mib
 from runner.images.scratch import scratch_then_rename
-from runner.workers import Workers
+from runner.workers import Workers, taking_from
 from runner.images.warm_state import (
     BASE_DISK,
     SAVED_NVRAM_FILE,
@@ -116,18 +116,13 @@ class _SideBySide:
             pending.put(slot)
         outcomes: dict[int, WarmSlot | BaseException] = {}
 
-        def take(_worker: int) -> int | None:
-            try:
-                return pending.get_nowait()
-            except queue.Empty:
-                return None
-
         def do(_worker: int, slot: int) -> None:
             try:
                 outcomes[slot] = make(slot)
             except BaseException as exc:  # noqa: BLE001 - kept, and raised in slot order below
                 outcomes[slot] = exc
 
+        take = taking_from(pending)
         Workers(take, do, stop_work=self._destroy_held, still_there=self.still_there,
                 name=lambda index: f"warm-{index}", stopping=self.stopping).run(range(at_once))
         for slot in slots:

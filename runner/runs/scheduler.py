@@ -37,7 +37,7 @@ from runner.runs.pool_config import PoolConfig
 from runner.tasks.model import Task
 from runner.runs.vm_supply import VmSupply
 from runner.episode import EpisodeVM
-from runner.workers import STOP_GRACE_S, Workers
+from runner.workers import STOP_GRACE_S, Workers, taking_from
 
 log = logging.getLogger(__name__)
 
@@ -311,12 +311,6 @@ def run_on_slots(schedulers: Sequence[SlotScheduler], vms: VmSupply, stopping: t
     supply: a run's one scheduler, or a study's arms interleaved (runner.workers: on Ctrl-C the
     pool stops, every VM is torn down, and the interrupt is re-raised). Then every teardown is
     drained: nothing the pool made outlives it."""
-    def take(_slot: int) -> Episode | None:
-        try:
-            return work.get_nowait()
-        except queue.Empty:
-            return None
-
     def do(slot: int, item: Episode) -> None:
         which, task, trial = item
         scheduler = schedulers[which]
@@ -334,6 +328,7 @@ def run_on_slots(schedulers: Sequence[SlotScheduler], vms: VmSupply, stopping: t
         for scheduler in schedulers:
             scheduler.slot_ended(slot)
 
+    take = taking_from(work)
     Workers(take, do, stop_work=stop_work, still_there=vms.still_there, drain=vms.drain, worker_ended=slot_ended,
             name=lambda slot: f"slot-{slot}", stopping=stopping).run(range(slots), render)
     vms.drain()

@@ -11,21 +11,14 @@ import time
 
 import pytest
 
-from runner.workers import Workers
+from runner.workers import Workers, taking_from
 
 
 def from_queue(items) -> tuple[queue.SimpleQueue, object]:
     q: queue.SimpleQueue = queue.SimpleQueue()
     for item in items:
         q.put(item)
-
-    def take(_worker):
-        try:
-            return q.get_nowait()
-        except queue.Empty:
-            return None
-
-    return q, take
+    return q, taking_from(q)
 
 
 def signal_when(ready: threading.Event, *signals: int, gap: float = 0.05) -> None:
