@@ -22,6 +22,7 @@ from typing import Protocol
 
 from runner.cluster.host_service import unpack_episode
 from runner.config import private_dir
+from runner.runs.pool import Episode
 from runner.runs.pool_config import INFRA_RETRIES
 from runner.runs.results import EpisodeRecord, ResultLog, keep_record
 from runner.tasks.model import Task
@@ -85,7 +86,7 @@ class ClusterPool:
     def alive(self) -> list[RemoteHost]:
         return [h for h in self.hosts if h.name not in self.lost_hosts]
 
-    def run(self, work: list[tuple[int, Task, int]], render: Callable[[], None] = lambda: None) -> None:
+    def run(self, work: list[Episode], render: Callable[[], None] = lambda: None) -> None:
         """Runs WORK, (run, task, trial) episodes, over every host's slots (runner.workers: on
         Ctrl-C the slots stop, each host is told through the stop event, and the interrupt is
         re-raised)."""

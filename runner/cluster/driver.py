@@ -25,10 +25,10 @@ from runner.cluster.host_service import RunOrder
 from runner.cluster.image_transfer import ship_image
 from runner.cluster.ray_link import HostLink, connect, disconnect, find_hosts, host_lost_errors
 from runner.config import Settings
-from runner.errors import InfraError, UsageError
+from runner.errors import InfraError
 from runner.images.catalog import Image
 from runner.live.board import LiveSource
-from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState
+from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState, shared_image
 from runner.runs.results import ResultLog
 
 LEASE_EVERY_S = 5.0
@@ -114,10 +114,7 @@ def open_cluster_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Not
     first = runs[0].request
     address = first.cluster
     assert address is not None
-    image = runs[0].plan.image
-    if other := [r.plan.image.name for r in runs if r.plan.image.name != image.name]:
-        raise UsageError(f"the runs of one pool share an image: {image.name}, and {', '.join(other)}",
-                         fix="give a study's arms the same image")
+    image = shared_image(runs)
     if first.vm_pool != 1:
         notice(f"--vm-pool {first.vm_pool} is not used with --cluster: each host runs one "
                "episode per slot (host join --slots)")

@@ -18,9 +18,8 @@ from typing_extensions import override
 
 from runner.config import Settings
 from runner.episode import EpisodeVM
-from runner.errors import UsageError
 from runner.live.board import LiveSource
-from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState
+from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState, shared_image
 from runner.runs.provenance import host_facts
 from runner.runs.results import EpisodeRecord
 from runner.runs.scheduler import SlotScheduler, SlotStatus, run_on_slots
@@ -46,11 +45,6 @@ class LocalPool(Pool):
                           r.plan.agent, r.plan.out_dir, on_record=r.on_record, vms=self.vms, stopping=self.stopping)
             for r in runs]
 
-    @property
-    def scheduler(self) -> SlotScheduler:
-        """The first run's scheduler (a run's only one)."""
-        return self.schedulers[0]
-
     @override
     def where(self, run: int = 0) -> dict[str, Any]:
         request = self.runs[run].request
@@ -68,15 +62,13 @@ class LocalPool(Pool):
             self._work.put(item)
         run_on_slots(self.schedulers, self.vms, self.stopping, self._work, min(self.scope.vm_pool, len(work)), render)
 
-    def slot_status(self, slot: int) -> SlotStatus:
-        """What SLOT does now, whichever run's episode it is."""
-        busy = [s.status[slot] for s in self.schedulers if s.status.get(slot, SlotStatus()).task_id]
-        return busy[0] if busy else SlotStatus()
+    def _running(self, slot: int) -> SlotScheduler | None:
+        """The scheduler whose episode SLOT runs now, or None between episodes."""
+        return next((s for s in self.schedulers if s.status.get(slot, SlotStatus()).task_id), None)
 
     @override
     def status(self) -> list[SlotState]:
-        return [SlotState("", slot, s.task_id, s.trial, s.phase, s.since)
-                for slot, s in ((slot, self.slot_status(slot)) for slot in range(self.scope.vm_pool))]
+        return [SlotState("", slot, s.task_id, s.trial, s.phase, s.since) for slot, s in self.statuses().items()]
 
     @override
     def lost(self) -> str | None:
@@ -85,16 +77,15 @@ class LocalPool(Pool):
     # -- the live view's side (runner.runs.live_sources.SlotsView)
 
     def statuses(self) -> dict[int, SlotStatus]:
-        return {slot: self.slot_status(slot) for slot in range(self.scope.vm_pool)}
+        """What each slot does now, whichever run's episode it is."""
+        return {slot: s.status[slot] if (s := self._running(slot)) else SlotStatus() for slot in range(self.scope.vm_pool)}
 
     def active_vm(self, slot: int) -> EpisodeVM | None:
         return self.vms.active(slot)
 
     def intervene(self, slot: int, entry: dict[str, Any]) -> None:
-        for scheduler in self.schedulers:
-            if scheduler.status.get(slot, SlotStatus()).task_id:
-                scheduler.intervene(slot, entry)
-                return
+        if (scheduler := self._running(slot)) is not None:
+            scheduler.intervene(slot, entry)
 
     @override
     def live_source(self, title: str, total: int, done_before: int) -> LiveSource | None:
@@ -117,10 +108,7 @@ def open_local_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Notic
     """The pool of this machine for RUNS, which share one image: the run scope, and a slot
     scheduler per run in it."""
     first = runs[0]
-    if other := [r.plan.image.name for r in runs if r.plan.image.name != first.plan.image.name]:
-        raise UsageError(f"the runs of one pool share an image: {first.plan.image.name}, and {', '.join(other)}",
-                         fix="give a study's arms the same image")
-    scope_request = ScopeRequest(first.plan.image.name, accel=first.request.accel, start=first.request.start,
+    scope_request = ScopeRequest(shared_image(runs).name, accel=first.request.accel, start=first.request.start,
                                  vm_pool=first.request.vm_pool)
     with open_scope(settings, scope_request, notice=notice) as scope:
         yield LocalPool(scope, settings, runs)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runner.config import Settings
+from runner.errors import UsageError
+from runner.images.catalog import Image
 from runner.live.board import LiveSource
 from runner.runs.results import EpisodeRecord
 from runner.runs.run_plan import RunPlan
@@ -75,3 +77,12 @@ class Pool(Protocol):
 
 
 PoolOpener = Callable[[Settings, tuple[PoolRun, ...], Notice], AbstractContextManager[Pool]]
+
+
+def shared_image(runs: tuple[PoolRun, ...]) -> Image:
+    """The one image RUNS run on (a study's arms share it), or a UsageError naming the others."""
+    image = runs[0].plan.image
+    if other := [r.plan.image.name for r in runs if r.plan.image.name != image.name]:
+        raise UsageError(f"the runs of one pool share an image: {image.name}, and {', '.join(other)}",
+                         fix="give a study's arms the same image")
+    return image

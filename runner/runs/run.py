@@ -81,6 +81,7 @@ def run_planned(settings: Settings, planned: list[tuple[RunPlan, RunRequest]], c
     the runs once their run.json is written (a study writes study.json then)."""
     logs = [ResultLog(plan.out_dir) for plan, _request in planned]
     pool_runs = tuple(PoolRun(plan, request, on_record=lambda r: print_record(console, r)) for plan, request in planned)
+
     def notice(line: str) -> None:
         console.print(f"[yellow]{escape(line)}[/]", highlight=False)
 
@@ -98,7 +99,7 @@ def run_planned(settings: Settings, planned: list[tuple[RunPlan, RunRequest]], c
                           f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
                           f"{pool.describe()}, agent {plan.agent.name}")
         opened(runs)
-        work = interleaved([[(t, trial) for t, trial in r.to_go] for r in runs], [t.id for t in runs[0].plan.tasks])
+        work = interleaved([r.to_go for r in runs], [t.id for t in runs[0].plan.tasks])
         with _live_view(runs, pool, work, console, live_title, live_dir), _finishing_all(runs, console):
             _run_pool(pool, work, console)
         why_lost = pool.lost()

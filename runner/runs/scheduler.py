@@ -33,6 +33,7 @@ from runner.config import Settings, private_dir
 from runner.hypervisor.host import Host
 from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.runs.episode_script import EpisodeFault, EpisodeScript, play
+from runner.runs.pool import Episode
 from runner.runs.pool_config import PoolConfig
 from runner.tasks.model import Task
 from runner.runs.vm_supply import VmSupply
@@ -41,8 +42,6 @@ from runner.workers import STOP_GRACE_S, Workers, taking_from
 
 log = logging.getLogger(__name__)
 
-# An episode to run on a pool: (which of the pool's schedulers, task, trial).
-Episode = tuple[int, Task, int]
 # One attempt of an episode: (slot, task, trial, attempt, started, agent, its folder) -> its record.
 Attempt = Callable[[int, Task, int, int, datetime, Agent, Path], EpisodeRecord]
 
@@ -304,13 +303,15 @@ class SlotScheduler:
         append_intervention(self.episode_dir_of(status.task_id, status.trial) / "trajectory.jsonl", entry, status.phase)
 
 
-
 def run_on_slots(schedulers: Sequence[SlotScheduler], vms: VmSupply, stopping: threading.Event,
                  work: queue.SimpleQueue[Episode], slots: int, render: Callable[[], None] = lambda: None) -> None:
     """Every episode of WORK, each run by its scheduler, over SLOTS slots that share one VM
     supply: a run's one scheduler, or a study's arms interleaved (runner.workers: on Ctrl-C the
     pool stops, every VM is torn down, and the interrupt is re-raised). Then every teardown is
-    drained: nothing the pool made outlives it."""
+    drained: nothing the pool made outlives it. The schedulers stop with STOPPING and take their
+    VMs from VMS: the loop's stop is theirs, and stopping the supply stops every one of them."""
+    assert all(s.stopping is stopping and s.vms is vms for s in schedulers), "schedulers share the pool's stop and supply"
+
     def do(slot: int, item: Episode) -> None:
         which, task, trial = item
         scheduler = schedulers[which]
@@ -318,17 +319,12 @@ def run_on_slots(schedulers: Sequence[SlotScheduler], vms: VmSupply, stopping: t
         if record is not None:
             scheduler.keep(record)
 
-    def stop_work() -> None:
-        for scheduler in schedulers:
-            scheduler.stop()
-        vms.stop()
-
     def slot_ended(slot: int) -> None:
         vms.slot_ended(slot)
         for scheduler in schedulers:
             scheduler.slot_ended(slot)
 
     take = taking_from(work)
-    Workers(take, do, stop_work=stop_work, still_there=vms.still_there, drain=vms.drain, worker_ended=slot_ended,
+    Workers(take, do, stop_work=vms.stop, still_there=vms.still_there, drain=vms.drain, worker_ended=slot_ended,
             name=lambda slot: f"slot-{slot}", stopping=stopping).run(range(slots), render)
     vms.drain()

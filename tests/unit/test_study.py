@@ -101,9 +101,11 @@ def test_the_runs_share_the_slots_and_the_supply_drains_before_the_pool_returns(
     events, lock = [], threading.Lock()
     both_slots = threading.Barrier(2, timeout=10)  # the first two episodes run at once, one a slot
 
+    stopping, supply = threading.Event(), None  # what the pool's schedulers share with the loop
+
     class FakeScheduler:
         def __init__(self, name):
-            self.name = name
+            self.name, self.stopping, self.vms = name, stopping, supply
 
         def run_one(self, slot, task, trial):
             with lock:
@@ -141,7 +143,8 @@ def test_the_runs_share_the_slots_and_the_supply_drains_before_the_pool_returns(
     for task in ("t1", "t2", "t3"):
         for run in (0, 1):
             work.put((run, task, 1))
-    run_on_slots([FakeScheduler("a"), FakeScheduler("b")], FakeSupply(), threading.Event(), work, slots=2)
+    supply = FakeSupply()
+    run_on_slots([FakeScheduler("a"), FakeScheduler("b")], supply, stopping, work, slots=2)
     ran = [e for e in events if e[0] == "run"]
     assert sorted((name, task) for _k, name, task, _slot in ran) == sorted(
         (n, t) for n in "ab" for t in ("t1", "t2", "t3"))
