@@ -11,14 +11,19 @@ import sys
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from runner.errors import UsageError
+
 T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, built_in: tuple[str, ...], name_of: Callable[[T], str]) -> None:
+    def __init__(self, kind: str, built_in: tuple[str, ...], name_of: Callable[[T], str],
+                 unknown: Callable[[str, tuple[str, ...]], UsageError]) -> None:
+        """UNKNOWN(name, the names there are): the error for a name nobody registered."""
         self.kind = kind  # what the items are, for messages: "agent", "benchmark", "image builder"
         self.built_in = built_in  # the modules that register the built-ins
         self._name_of = name_of
+        self._unknown = unknown
         self._items: dict[str, tuple[T, str]] = {}  # name -> (item, the module that registered it)
 
     def register(self, item: T) -> T:
@@ -34,18 +39,29 @@ class Registry(Generic[T]):
         self._items.pop(name, None)
 
     def names(self) -> tuple[str, ...]:
-        for module in self.built_in:
-            importlib.import_module(module)
-        registered = list(self._items)
+        self._load_built_in()
 
-        def order(name: str) -> tuple[int, int]:
+        def rank(name: str) -> int:
             module = self._items[name][1]
-            rank = self.built_in.index(module) if module in self.built_in else len(self.built_in)
-            return rank, registered.index(name)
+            return self.built_in.index(module) if module in self.built_in else len(self.built_in)
 
-        return tuple(sorted(registered, key=order))
+        return tuple(sorted(self._items, key=rank))  # stable: within a module, as registered
+
+    def items(self) -> tuple[T, ...]:
+        return tuple(self._items[name][0] for name in self.names())
 
     def find(self, name: str) -> T | None:
-        if name not in self.names():
-            return None
-        return self._items[name][0]
+        self._load_built_in()
+        found = self._items.get(name)
+        return None if found is None else found[0]
+
+    def get(self, name: str) -> T:
+        """The item NAME, or the registry's UsageError naming those there are."""
+        item = self.find(name)
+        if item is None:
+            raise self._unknown(name, self.names())
+        return item
+
+    def _load_built_in(self) -> None:
+        for module in self.built_in:
+            importlib.import_module(module)

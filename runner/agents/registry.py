@@ -40,7 +40,9 @@ class BuiltIn:
     drives_a_model: bool = False
 
 
-AGENTS: Registry[BuiltIn] = Registry("agent", BUILT_IN, lambda entry: entry.name)
+AGENTS: Registry[BuiltIn] = Registry(
+    "agent", BUILT_IN, lambda entry: entry.name,
+    lambda name, known: UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(known)}, or MODULE:CLASS"))
 register_agent = AGENTS.register
 unregister_agent = AGENTS.unregister
 agent_names = AGENTS.names
@@ -54,12 +56,8 @@ def make_agent(name: str, tasks: tuple[Task, ...], *, command: str | None = None
         yours = imported_agent(name)
         yours.preflight(tasks)
         return yours
-    names = agent_names()
-    if name not in names:
-        raise UsageError(f"unknown agent {name!r}", fix=f"use one of: {', '.join(names)}, or MODULE:CLASS")
-    entry = AGENTS.find(name)
-    assert entry is not None
-    with_model = " and ".join(n for n in names if (e := AGENTS.find(n)) is not None and e.drives_a_model)
+    entry = AGENTS.get(name)
+    with_model = " and ".join(e.name for e in AGENTS.items() if e.drives_a_model)
     if append_prompt and not entry.drives_a_model:
         raise UsageError(f"an appended system prompt is for the {with_model} agents, not {name}")
     if model and not entry.drives_a_model:

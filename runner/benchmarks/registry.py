@@ -49,15 +49,10 @@ class Benchmark:
     missing_apps: Mapping[str, str] = field(default_factory=dict)  # domain -> why its app is not here
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark", BUILT_IN, lambda benchmark: benchmark.name)
+BENCHMARKS: Registry[Benchmark] = Registry(
+    "benchmark", BUILT_IN, lambda benchmark: benchmark.name,
+    lambda name, known: UsageError(f"no benchmark {name!r}: cu-run imports {', '.join(known)}"))
 register = BENCHMARKS.register
 unregister = BENCHMARKS.unregister
 names = BENCHMARKS.names
-
-
-def get(name: str) -> Benchmark:
-    """The benchmark NAME, or a UsageError naming those there are."""
-    benchmark = BENCHMARKS.find(name)
-    if benchmark is None:
-        raise UsageError(f"no benchmark {name!r}: cu-run imports {', '.join(names())}")
-    return benchmark
+get = BENCHMARKS.get  # the benchmark NAME, or a UsageError naming those there are

@@ -38,17 +38,13 @@ class Builder:
     about: str  # one line: what it builds from
 
 
-BUILDERS: Registry[Builder] = Registry("image builder", BUILT_IN, lambda builder: builder.name)
+BUILDERS: Registry[Builder] = Registry(
+    "image builder", BUILT_IN, lambda builder: builder.name,
+    lambda name, known: UsageError(f"{name!r} is not an image cu-run builds: {', '.join(known)}"))
 register_builder = BUILDERS.register
 unregister_builder = BUILDERS.unregister
 builder_names = BUILDERS.names
-
-
-def get_builder(name: str) -> Builder:
-    builder = BUILDERS.find(name)
-    if builder is None:
-        raise UsageError(f"{name!r} is not an image cu-run builds: {', '.join(builder_names())}")
-    return builder
+get_builder = BUILDERS.get
 
 
 def image_named(catalog: Catalog, name: str) -> Image:
