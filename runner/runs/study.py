@@ -31,7 +31,7 @@ from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import PoolOpener
 from runner.runs.request import RunRequest
 from runner.runs.run import EXIT_INFRA, OpenRun, run_planned, write_json
-from runner.runs.run_plan import check_live_options, plan_run
+from runner.runs.run_plan import plan_run
 
 STUDY_JSON = "study.json"
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -160,7 +160,6 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
     for arm in study.spec.arms:
         request = replace(arm_request(study, arm, out_dir, resume), cluster=where.cluster, live=where.live,
                           live_port=where.live_port, live_host=where.live_host, live_control=where.live_control)
-        check_live_options(request)
         planned.append((plan_run(settings, request), request))
     private_dir(out_dir)
 
