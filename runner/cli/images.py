@@ -11,8 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
+from runner.errors import UsageError
 from runner.cli.options import (
     _status_and_log,
+    registered_for_help,
     AccelChoice,
     AccelOpt,
     CacheDir,
@@ -26,22 +28,25 @@ from runner.images.catalog import Catalog
 
 
 def _buildable(name: str) -> str:
-    from runner.images.builders import builder_names
+    from runner.images.builders import get_builder
 
-    if name not in builder_names():
-        raise typer.BadParameter(f"{name!r} is not an image cu-run builds: {', '.join(builder_names())}")
+    try:
+        get_builder(name)
+    except UsageError as unknown:  # the registry's own message, as a parse error of the argument
+        raise typer.BadParameter(unknown.message) from None
     return name
 
 
-def _buildable_help() -> str:
+def _builder_names() -> tuple[str, ...]:
     from runner.images.builders import builder_names
 
-    return f"the image to build: {', '.join(builder_names())}"
+    return builder_names()
 
 
 @image_app.command("build")
 def image_build(
-    name: Annotated[str, typer.Argument(help=_buildable_help(), metavar="NAME", callback=_buildable)],
+    name: Annotated[str, typer.Argument(help=f"the image to build: {registered_for_help(_builder_names)}", metavar="NAME",
+                                        callback=_buildable)],
     force: Annotated[bool, typer.Option("--force", help="rebuild even if the catalog has it")] = False,
     iso: Annotated[Path | None, typer.Option("--iso", help="windows-11: the Windows 11 ISO")] = None,
     virtio_iso: Annotated[Path | None, typer.Option("--virtio-iso", help="windows-11: the virtio-win ISO")] = None,

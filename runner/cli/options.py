@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -80,13 +81,24 @@ def _agent_name(name: str) -> str:
                              "or MODULE:CLASS for an Agent subclass of yours", param_hint="'--agent'")
 
 
-def _agents_help() -> str:
+def registered_for_help(names: Callable[[], tuple[str, ...]]) -> str:
+    """NAMES(), a registry's names, for a help text, made only when help is asked for: listing
+    them imports every module that registers one (each agent, each image builder), which cost
+    every command a second at start-up when the help texts were made at import."""
+    if "--help" not in sys.argv[1:]:
+        return "one of those --help lists"
+    return ", ".join(names())
+
+
+def _agent_names() -> tuple[str, ...]:
     from runner.agents.registry import agent_names
 
-    return f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS (an Agent subclass of yours)"
+    return agent_names()
 
 
-AgentOpt = Annotated[str, typer.Option("--agent", help=_agents_help(), callback=_agent_name)]
+AgentOpt = Annotated[str, typer.Option(
+    "--agent", help=f"who acts on the VM: {registered_for_help(_agent_names)}, or MODULE:CLASS (an Agent subclass "
+                    "of yours)", callback=_agent_name)]
 
 
 class GateChoice(StrEnum):

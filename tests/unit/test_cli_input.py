@@ -1,5 +1,6 @@
 """Bad command-line input: one message naming the flag, before any work; messages print literally."""
 
+import os
 import subprocess
 import sys
 
@@ -33,17 +34,30 @@ def test_error_messages_print_literally(tmp_path):
     assert "'[/x]'" in result.stderr and "field 'id'" in result.stderr
 
 
-def test_the_agent_help_names_the_agents_there_are():
+def shown_help(*args: str) -> str:
+    """`cu-run ARGS --help` as a person sees it, its lines joined."""
+    result = subprocess.run([sys.executable, "-m", "runner", *args, "--help"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "COLUMNS": "400"})
+    return " ".join(result.stdout.replace("│", " ").split())
+
+
+def test_the_help_names_the_agents_and_images_there_are():
     from runner.agents.registry import agent_names
+    from runner.images.builders import builder_names
 
-    from typer.testing import CliRunner
-
-    from runner.cli import app
-
-    result = CliRunner().invoke(app, ["run", "--help"], terminal_width=400)
-    shown = " ".join(result.output.replace("│", " ").split())
-    assert f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS" in shown
+    assert f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS" in shown_help("run")
     assert agent_names() == ("oracle", "nop", "scripted", "command", "claude", "codex")
+    assert f"the image to build: {', '.join(builder_names())}" in shown_help("image", "build")
+
+
+def test_a_command_that_shows_no_help_imports_no_agent_or_image_builder():
+    # The help lists come from the registries, which import every agent and image builder
+    # (a second at start-up); only --help pays for that.
+    loaded = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['cu-run', '--version']; import runner.cli; "
+                             "print(sorted(m for m in sys.modules if m in ('runner.agents.model_cli', "
+                             "'runner.agents.scripted', 'runner.images.windows_11', 'runner.images.linux_images')))"],
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
 
 def test_counts_below_one_fail_at_parse_time_naming_the_flag():

@@ -30,8 +30,6 @@ def toy_builder(tmp_path, monkeypatch):
 
 def test_a_builder_registered_by_one_module_is_listed_and_run_with_its_options(toy_builder, tmp_path):
     assert builder_names()[:3] == ("linux-test", "linux-desktop", "windows-11") and "toy-image" in builder_names()
-    help_text = CliRunner().invoke(app, ["image", "build", "--help"], terminal_width=300).output
-    assert "toy-image" in help_text or "toy-image" in builder_names()  # the help is made at import
     result = CliRunner().invoke(app, ["image", "build", "toy-image", "--iso", "/media/win.iso", "--force"])
     assert isinstance(result.exception, UsageError), result.output
     assert str(result.exception) == "toy-image asked for /media/win.iso (force True)"
