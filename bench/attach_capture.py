@@ -24,7 +24,7 @@ from common import emit, summarize  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.display.vnc import VncDisplay  # noqa: E402
 from runner.display.vnc_mirror import VncMirror  # noqa: E402
-from runner.session import open_vm  # noqa: E402
+from runner.runs.session import open_vm  # noqa: E402
 
 
 def main() -> None:

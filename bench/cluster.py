@@ -33,7 +33,7 @@ from common import emit  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.images.warming import warm_image  # noqa: E402
+from runner.vm.warming import warm_image  # noqa: E402
 
 
 def cu_run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -43,7 +43,7 @@ def warm_oracle_run(settings, pool: int, out, trials: int = 1, tasks: tuple[str,
     from runner.runs.request import RunRequest
     from runner.runs.run import run_suite
 
-    request = RunRequest(suite=suite, agent="oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
+    request = RunRequest.of(suite, "oracle", vm_pool=pool, trials=trials, tasks=tasks, out=out,
                          start="warm", standby=standby)
     started = time.perf_counter()
     result = run_suite(settings, request, Console(file=open("/dev/null", "w")))

@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, pss_mib, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.images.catalog import Catalog  # noqa: E402
+from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.images.linux_images import LINUX_DESKTOP, build_image  # noqa: E402
-from runner.images.warm_state import load_slot, slot_folder  # noqa: E402
-from runner.images.warming import warm_image  # noqa: E402
-from runner.runs.admission import admit, available_mib  # noqa: E402
+from runner.vm.warm_state import load_slot, slot_folder  # noqa: E402
+from runner.vm.warming import warm_image  # noqa: E402
+from runner.vm.admission import admit, available_mib  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
 
 PLAIN_SLOT = 9  # a warm state without the apps warmed, made here and removed after

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, pss_mib  # noqa: E402
 
 from runner.config import Settings, recipe_dir  # noqa: E402
-from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
-from runner.images.catalog import Catalog, Image  # noqa: E402
+from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.profiles.catalog import Catalog, Image  # noqa: E402
 from runner.images.linux_images import LINUX_DESKTOP, RECIPES, build_image, build_variant  # noqa: E402
 from runner.runs.scope import resolve_accel  # noqa: E402
 from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402

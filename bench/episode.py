@@ -18,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize, timed  # noqa: E402
 
-from runner.images.catalog import Catalog  # noqa: E402
+from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 from runner.hypervisor.overlay import create_overlay  # noqa: E402
 from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
 

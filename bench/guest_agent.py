@@ -23,7 +23,7 @@ from common import emit, summarize  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.images.linux_images import GUEST_AGENT_COMMAND  # noqa: E402
-from runner.session import open_vm  # noqa: E402
+from runner.runs.session import open_vm  # noqa: E402
 
 OTHER = "/tmp/cu-bench-agent.py"
 

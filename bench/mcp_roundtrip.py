@@ -20,7 +20,7 @@ from common import emit, summarize, timed  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.mcp.server import build_server  # noqa: E402
-from runner.session import open_vm  # noqa: E402
+from runner.runs.session import open_vm  # noqa: E402
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ def one_level(settings: Settings, tasks: tuple[str, ...], trials: int, pool: int
     for spinner in spinners:
         spinner.start()
     try:
-        request = RunRequest(suite="linux-core", agent="scripted", tasks=tasks, vm_pool=pool, trials=trials, out=out)
+        request = RunRequest.of("linux-core", "scripted", tasks=tasks, vm_pool=pool, trials=trials, out=out)
         started = time.perf_counter()
         result = run_suite(settings, request, Console(file=open("/dev/null", "w")))
         wall = time.perf_counter() - started

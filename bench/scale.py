@@ -21,7 +21,7 @@ from common import emit, pss_mib, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 
 TARGET_MIB_PER_VM = 0.6 * 1000**3 / 2**20
 

@@ -18,12 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize  # noqa: E402
 
-from runner.images.catalog import Catalog  # noqa: E402
+from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
-from runner.images.warming import warm_image  # noqa: E402
+from runner.vm.warming import warm_image  # noqa: E402
 
 
 def qemu_rss_mib(domain: str) -> float:

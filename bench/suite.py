@@ -42,7 +42,7 @@ def main() -> None:
         for start in args.starts.split(","):
             for pool in (int(p) for p in args.pools.split(",")):
                 name = f"{start}_pool_{pool}"
-                request = RunRequest(suite="linux-core", agent="oracle", tasks=tasks, vm_pool=pool,
+                request = RunRequest.of("linux-core", "oracle", tasks=tasks, vm_pool=pool,
                                      out=Path(tmp) / name, start=start)
                 started = time.perf_counter()
                 result = run_suite(settings, request, quiet)

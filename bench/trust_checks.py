@@ -31,8 +31,8 @@ from runner.profiles.linux_x_sweep import x_sweep_script  # noqa: E402
 from runner.scoring.disk_listing import list_disk  # noqa: E402
 from runner.scoring.ext4_reader import Ext4  # noqa: E402
 from runner.scoring.quarantine import user_processes  # noqa: E402
-from runner.scoring.writeset import Watch  # noqa: E402
-from runner.session import open_vm  # noqa: E402
+from runner.profiles.listing import Watch  # noqa: E402
+from runner.runs.session import open_vm  # noqa: E402
 
 
 def variants(vm) -> dict[str, Callable[[], object]]:

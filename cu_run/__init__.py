@@ -37,7 +37,7 @@ from runner.api import (
 from runner import __version__ as runner_version
 from runner.errors import CuRunError, InfraError, UsageError
 from runner.runs.request import RunRequest
-from runner.runs.results import EpisodeRecord
+from runner.records.results import EpisodeRecord
 from runner.runs.run import RunResult
 
 __version__ = runner_version

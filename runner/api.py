@@ -4,60 +4,42 @@ VM by hand, and what runs left. The CLI (runner.cli) calls these, so the two can
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from rich.console import Console
 
+from runner.choices import AccelChoice, StartChoice, chosen
 from runner.config import Settings
 from runner.display.base import Display
-from runner.episode import Endpoints, EpisodeVM
+from runner.vm.episode import Endpoints, EpisodeVM
 from runner.errors import UsageError
 from runner.guest.base import GuestShell
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.runs.pool import PoolOpener
-from runner.runs.request import RunRequest
-from runner.runs.results import EpisodeRecord
+from runner.runs.request import RunOptions, RunRequest
+from runner.records.results import EpisodeRecord
 from runner.runs.run import RunResult
-from runner.tasks.model import TagFilter
 
-_REQUEST_FIELDS = {f.name for f in dataclasses.fields(RunRequest)}
-
-
-def run_request(suite: str, agent: str, *, tasks: list[str] | tuple[str, ...] = (),
-                tags: list[str] | TagFilter | None = None, exclude_tags: list[str] | None = None,
-                **options: Any) -> RunRequest:
-    """A RunRequest from the CLI's options by their Python names (vm_pool, trials, out, model, ...:
-    runner.runs.request.RunRequest's fields). TAGS: a task must have one of them; EXCLUDE_TAGS: none.
-    An unknown option is refused (TypeError)."""
-    unknown = sorted(set(options) - _REQUEST_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown run option {', '.join(unknown)}; the options are RunRequest's fields: "
-                        f"{', '.join(sorted(_REQUEST_FIELDS - {'suite', 'agent', 'tasks', 'tags'}))}")
-    for name in ("out", "selection", "assets"):
-        if options.get(name) is not None:
-            options[name] = Path(options[name])
-    if isinstance(options.get("tools"), str):  # "screen,mouse", as the CLI takes it
-        options["tools"] = tuple(t.strip() for t in options["tools"].split(",") if t.strip())
-    if isinstance(options.get("agent_env"), dict):
-        options["agent_env"] = tuple(options["agent_env"].items())
-    tag_filter = tags if isinstance(tags, TagFilter) else TagFilter((tuple(tags),) if tags else (),
-                                                                    tuple(exclude_tags or ()))
-    return RunRequest(suite=str(suite), agent=str(agent), tasks=tuple(tasks), tags=tag_filter, **options)
+def run_request(suite: str, agent: str, **options: Unpack[RunOptions]) -> RunRequest:
+    """A RunRequest from the CLI's options by their flat names (vm_pool, trials, out, model, ...:
+    runner.runs.request.RunOptions). TAGS: a task must have one of them; EXCLUDE_TAGS: none.
+    An unknown option is refused (TypeError), a choice that is not one (accel, start, gate) too
+    (UsageError)."""
+    return RunRequest.of(suite, agent, **options)
 
 
-def run(suite: str, agent: str, *, tasks: list[str] | tuple[str, ...] = (), cache_dir: str | Path | None = None,
-        libvirt_uri: str | None = None, console: Console | None = None, **options: Any) -> RunResult:
+def run(suite: str, agent: str, *, cache_dir: str | Path | None = None, libvirt_uri: str | None = None,
+        console: Console | None = None, **options: Unpack[RunOptions]) -> RunResult:
     """Runs AGENT over SUITE, as `cu-run run` does, and returns what it came to (its folder,
-    summary, records and the exit code the CLI would give). OPTIONS: see run_request. CONSOLE:
+    summary, records and the exit code the CLI would give). OPTIONS: see RunOptions. CONSOLE:
     where progress goes [default: stderr]."""
     from runner.runs.run import run_suite
 
-    request = run_request(suite, agent, tasks=tasks, **options)
+    request = RunRequest.of(suite, agent, **options)
     return run_suite(_settings(cache_dir, libvirt_uri), request, console or Console(stderr=True),
                      pool_opener(request))
 
@@ -75,17 +57,18 @@ class Validation:
         return self.exit_code == 0 and not self.problems
 
 
-def validate(suite: str, *, tasks: list[str] | tuple[str, ...] = (), out: str | Path | None = None,
-             cache_dir: str | Path | None = None, libvirt_uri: str | None = None, console: Console | None = None,
-             **options: Any) -> Validation:
+def validate(suite: str, *, cache_dir: str | Path | None = None, libvirt_uri: str | None = None,
+             console: Console | None = None, **options: Unpack[RunOptions]) -> Validation:
     """Proves SUITE sound, as `cu-run validate` does: the oracle passes every task, the nop agent
     fails every one. OPTIONS: as for run (no agent: validate chooses them)."""
     from datetime import UTC, datetime
 
     from runner.runs.run import validate_suite
 
-    out_dir = Path(out) if out is not None else Path("runs") / f"validate-{Path(suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
-    request = run_request(suite, "oracle", tasks=tasks, out=out_dir, **options)
+    out = options.get("out")
+    options["out"] = out_dir = (Path(out) if out is not None
+                                else Path("runs") / f"validate-{Path(suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    request = RunRequest.of(suite, "oracle", **options)
     code, problems = validate_suite(_settings(cache_dir, libvirt_uri), request, console or Console(stderr=True),
                                     pool_opener(request))
     return Validation(out_dir, problems, code)
@@ -138,16 +121,11 @@ class VM:
         """cu-run's MCP tools (TOOLSETS: screen, mouse, keyboard, files, accessibility) for this VM,
         each call recorded in TRAJECTORY/trajectory.jsonl, until the block ends."""
         from runner.mcp.http import HttpMcpServer
-        from runner.mcp.server import resolve_toolsets
-        from runner.mcp.session import episode_server
+        from runner.mcp.session import vm_server
         from runner.mcp.trajectory import Trajectory
-        from runner.net import free_port
 
-        resolve_toolsets(toolsets)
         recorded = Trajectory(Path(trajectory) if trajectory is not None else None)
-        server = episode_server(self.episode, recorded, toolsets=tuple(toolsets),
-                                file_root=file_root or self.episode.desktop_user.home)
-        with HttpMcpServer(server, free_port()) as http:
+        with HttpMcpServer(vm_server(self.episode, recorded, toolsets=tuple(toolsets), file_root=file_root)) as http:
             yield McpEndpoint(http.url, http.token, recorded.path)
 
 
@@ -157,10 +135,10 @@ def open_vm(image: str = "linux-test", *, accel: str = "auto", start: str = "aut
             artifacts: str | Path | None = None) -> Iterator[VM]:
     """One episode VM of IMAGE, as `cu-run vm up` starts it (warm when it can), removed with its
     overlay however the block ends. ARTIFACTS: a folder for its logs and screens on an error."""
-    from runner.session import open_vm as open_episode_vm
+    from runner.runs.session import open_vm as open_episode_vm
 
     settings = _settings(cache_dir, libvirt_uri)
-    with open_episode_vm(settings, image, accel, start=start,
+    with open_episode_vm(settings, image, chosen(AccelChoice, accel, "accel"), start=chosen(StartChoice, start, "start"),
                          artifacts=Path(artifacts) if artifacts is not None else None) as episode:
         yield VM(episode, settings)
 
@@ -183,8 +161,8 @@ class RunResults:
 
 def read_results(run_dir: str | Path) -> RunResults:
     """A run's folder (the --out of run, or one of validate's oracle/ and nop/)."""
-    from runner.runs.compare import load_records
-    from runner.runs.report import read_json
+    from runner.records.compare import load_records
+    from runner.records.report import read_json
 
     folder = Path(run_dir)
     records = load_records(folder)  # refuses a folder that is not a run's, saying what it is
@@ -212,15 +190,15 @@ class Comparison:
 def compare(run_a: str | Path, run_b: str | Path) -> Comparison:
     """The change in success from RUN_A to RUN_B: Fisher's exact test per task, a paired
     bootstrap over tasks overall."""
-    from runner.runs.compare import compare_runs
+    from runner.records.compare import compare_runs
 
     data = compare_runs(Path(run_a), Path(run_b))
     return Comparison(data["label_a"], data["label_b"], data["tasks"], data["overall"], data["warnings"], data)
 
 
 def pool_opener(request: RunRequest) -> PoolOpener:
-    """Where REQUEST's episodes go: this machine's slots, or (request.cluster) the cluster's hosts."""
-    return pool_opener_for(request.cluster)
+    """Where REQUEST's episodes go: this machine's slots, or (request.where.cluster) the cluster's hosts."""
+    return pool_opener_for(request.where.cluster)
 
 
 def pool_opener_for(cluster: str | None) -> PoolOpener:

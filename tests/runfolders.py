@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from runner.runs.results import ResultLog
+from runner.records.results import ResultLog
 
 
 def write_results(folder: Path, records) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # the contract names these; it needs none of them to run
-    from runner.episode import EpisodeVM
+    from runner.vm.episode import EpisodeVM
     from runner.mcp.session import McpSession
     from runner.tasks.model import Task
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult, agent_environment, run_process
 from runner.agents.registry import BuiltIn, register_agent
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import McpSession
 from runner.tasks.model import Task

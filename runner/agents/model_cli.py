@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult, agent_environment, run_process
 from runner.agents.registry import AgentOptions, BuiltIn, register_agent
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import UsageError
 from runner.mcp.session import SERVER_NAME, McpSession
 from runner.tasks.model import Task

@@ -13,9 +13,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runner.agents.base import Agent, AgentResult
 from runner.agents.registry import UI_ORACLE, BuiltIn, register_agent
-from runner.agents.conditions import ConditionTimeout, DisplayObserver, wait_for
+from runner.display.conditions import ConditionTimeout, DisplayObserver, wait_for
 from runner.agents.ui_script import SleepStep, Step, ToolStep, WaitStep, baseline_needed, load_ui_script
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import CuRunError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.mcp.session import McpSession

@@ -2,7 +2,7 @@
 
     - tool: computer_use_keyboard_type          an MCP tool call, with its arguments
       args: {text: "mousepad ~/notes.txt &\\n"}
-    - wait_for: {focused: Mousepad, timeout: 60}  wait until a condition holds (runner.agents.conditions)
+    - wait_for: {focused: Mousepad, timeout: 60}  wait until a condition holds (runner.display.conditions)
     - wait: 0.5                                  a fixed pause: only where nothing observable exists
 
 Every step is checked when the file is loaded, so a typo fails before any VM starts.
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.agents.conditions import WaitFor
+from runner.display.conditions import WaitFor
 from runner.errors import UsageError
 
 

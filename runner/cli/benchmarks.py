@@ -79,7 +79,7 @@ def rescore(
     cache_dir: CacheDir = None,
 ) -> None:
     """Score a run's imported tasks again from what each episode collected, with other evaluators."""
-    from runner.runs.rescore import rescore_run
+    from runner.records.rescore import rescore_run
 
     if out.resolve() == run_dir.resolve():
         raise UsageError("--out is the run itself", fix="rescore into a new folder; the run is never rewritten")

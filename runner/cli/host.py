@@ -38,7 +38,7 @@ def doctor(
         "--virtio-iso", help="also check this virtio-win ISO for the Windows 11 drivers")] = None,
 ) -> None:
     """Check that this host can run episodes; say how to fix what is missing."""
-    from runner.doctor import run_checks
+    from runner.vm.doctor import run_checks
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with err.status("checking (the KVM probe boots a kernel; up to ~12 s)"):
@@ -60,7 +60,7 @@ def gc(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Remove the domains and overlays that crashed or killed runs left behind."""
-    from runner.gc import collect_garbage
+    from runner.vm.gc import collect_garbage
     from runner.hypervisor.connect import connect_host
 
     settings = Settings.resolve(cache_dir, libvirt_uri)

@@ -11,11 +11,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.config import Settings
+from runner.choices import AccelChoice
 from runner.errors import UsageError
 from runner.cli.options import (
     _status_and_log,
     registered_for_help,
-    AccelChoice,
     AccelOpt,
     CacheDir,
     ClusterOpt,
@@ -24,7 +24,7 @@ from runner.cli.options import (
     image_app,
     LibvirtUri,
 )
-from runner.images.catalog import Catalog
+from runner.profiles.catalog import Catalog
 
 
 def _buildable(name: str) -> str:
@@ -78,7 +78,7 @@ def image_build(
             return str(accel)
         from runner.runs.scope import resolve_accel
 
-        chosen, _probe = resolve_accel(settings, None, "auto")
+        chosen, _probe = resolve_accel(settings, None, AccelChoice.auto)
         if chosen == "tcg":
             err.print("[yellow]KVM is not usable here: a build that boots its guest under TCG takes far longer[/]")
         return chosen
@@ -106,7 +106,7 @@ def image_list(
     cache_dir: CacheDir = None,
 ) -> None:
     """Show the image catalog and each image's warm states."""
-    from runner.images.warm_state import list_slots
+    from runner.vm.warm_state import list_slots
 
     settings = Settings.resolve(cache_dir)
     images = Catalog(settings.images_dir).images()
@@ -150,10 +150,9 @@ def image_warm(
     where it is missing.
     """
     from runner.hypervisor.connect import connect_host
-    from runner.runs.scope import resolve_accel
-    from runner.images.warm_state import remove_warm
+    from runner.runs.scope import warm_outside_a_run
+    from runner.vm.warm_state import remove_warm
     from runner.images.builders import image_named
-    from runner.images.warming import warm_image
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     image = image_named(Catalog(settings.images_dir), name)
@@ -167,12 +166,11 @@ def image_warm(
         removed = remove_warm(image)
         con.print("\n".join(f"removed {r}" for r in removed) or f"{name} has no warm states")
         return
-    chosen, _probe = resolve_accel(settings, image, accel)
     host = connect_host(settings.libvirt_uri)
     try:
         with err.status(f"warming {name}") as status:
-            done = warm_image(host, settings, image, slots, chosen, force=force,
-                              progress=_status_and_log(status, err, f"warming {name}"))
+            done = warm_outside_a_run(settings, host, image, accel, slots, admitted=False, force=force,
+                                      progress=_status_and_log(status, err, f"warming {name}"))
     finally:
         host.close()
     total = sum(s.bytes for s in done)

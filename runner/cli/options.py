@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from runner.choices import AccelChoice, StartChoice
 from runner.console import make_console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -59,18 +59,6 @@ LibvirtUri = Annotated[str | None, typer.Option("--libvirt-uri", envvar="CU_RUN_
                                                    help="libvirt connection [default: qemu:///system]")]
 
 
-class AccelChoice(StrEnum):
-    auto = "auto"
-    kvm = "kvm"
-    tcg = "tcg"
-
-
-class StartChoice(StrEnum):
-    auto = "auto"
-    warm = "warm"
-    cold = "cold"
-
-
 def _agent_name(name: str) -> str:
     """--agent: a built-in agent (runner.agents.registry), or MODULE:CLASS (an Agent subclass of the user's)."""
     from runner.agents.registry import agent_names
@@ -99,11 +87,6 @@ def _agent_names() -> tuple[str, ...]:
 AgentOpt = Annotated[str, typer.Option(
     "--agent", help=f"who acts on the VM: {registered_for_help(_agent_names)}, or MODULE:CLASS (an Agent subclass "
                     "of yours)", callback=_agent_name)]
-
-
-class GateChoice(StrEnum):
-    all = "all"
-    stable = "stable"
 
 
 # Choices are enums: a misspelt value fails at parse time, naming the flag, before any work.

@@ -10,10 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from runner.choices import AccelChoice, Gate, StartChoice
 from runner.cli.options import (
     _comma_list,
     _key_values,
-    AccelChoice,
     AccelOpt,
     AgentOpt,
     app,
@@ -22,7 +22,6 @@ from runner.cli.options import (
     con,
     err,
     export_app,
-    GateChoice,
     ImageOpt,
     LibvirtUri,
     LiveControlOpt,
@@ -33,7 +32,6 @@ from runner.cli.options import (
     PoolOpt,
     RecordOpt,
     SelectionOpt,
-    StartChoice,
     StartOpt,
     SuiteOpt,
     TasksOpt,
@@ -68,8 +66,8 @@ def run(
     agent_script: Annotated[str, typer.Option(
         "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
     record: RecordOpt = False,
-    gate: Annotated[GateChoice, typer.Option(
-        "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = GateChoice.all,
+    gate: Annotated[Gate, typer.Option(
+        "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = Gate.all,
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     cluster: ClusterOpt = None,
@@ -147,8 +145,8 @@ def validate(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="a run's --out folder, or validate's")]) -> None:
     """Regenerate DIR/report.html and DIR/junit.xml from the run's results and episode folders."""
-    from runner.runs.folders import is_validation_folder, run_folders
-    from runner.runs.report import write_reports, write_validation_index
+    from runner.records.folders import is_validation_folder, run_folders
+    from runner.records.report import write_reports, write_validation_index
 
     for folder in run_folders(run_dir):
         html_path, junit_path = write_reports(folder)
@@ -167,8 +165,8 @@ def export_inspect_log(
                                                            "validate folder, a folder for oracle.eval and nop.eval")] = None,
 ) -> None:
     """Write the run as an Inspect eval log: `inspect view` opens it, read_eval_log reads it."""
-    from runner.runs.folders import is_validation_folder, run_folders
-    from runner.runs.inspect_export import export_inspect
+    from runner.records.folders import is_validation_folder, run_folders
+    from runner.records.inspect_export import export_inspect
 
     if not is_validation_folder(run_dir):
         con.print(escape(str(export_inspect(run_dir, out))))

@@ -38,7 +38,8 @@ def study_run(
     """Run every arm of a study on its tasks, interleaved on one pool (this machine's slots, or a
     cluster's hosts); a run folder per arm and a comparison."""
     from runner.api import pool_opener_for
-    from runner.runs.study import Where, run_study
+    from runner.runs.request import Where
+    from runner.runs.study import run_study
 
     where = Where(cluster=cluster, live=live, live_port=live_port, live_host=live_host, live_control=live_control)
     raise typer.Exit(run_study(Settings.resolve(cache_dir, libvirt_uri), study, out, resume, err, where,

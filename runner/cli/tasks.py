@@ -174,9 +174,9 @@ def tasks_select(
     folder = out.parent / f"{out.stem}.baseline"
 
     def run(task_ids: tuple[str, ...]) -> list:
-        request = RunRequest(suite=suite, agent="nop", tasks=task_ids, vm_pool=vm_pool, out=folder,
-                             resume=folder.exists(), image=image, accel=accel, start=start, assets=assets,
-                             evaluators=evaluators, adds_tasks=True)
+        request = RunRequest.of(suite, "nop", tasks=task_ids, vm_pool=vm_pool, out=folder, resume=folder.exists(),
+                                image=image, accel=accel, start=start, assets=assets, evaluators=evaluators,
+                                adds_tasks=True)
         return run_suite(settings, request, err).records
 
     selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,

@@ -28,7 +28,7 @@ from runner.cli.options import (
     StartOpt,
     vm_app,
 )
-from runner.images.catalog import Catalog
+from runner.profiles.catalog import Catalog
 
 
 @vm_app.command("up")
@@ -46,7 +46,7 @@ def vm_up(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Start one episode VM and keep it until Ctrl-C or SIGTERM, then remove it."""
-    from runner.session import open_vm, print_dry_run
+    from runner.runs.session import open_vm, print_dry_run
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     view = _live_flags(live, live_port, live_host, live_control)
@@ -107,9 +107,9 @@ def mcp(
     with the URL and bearer token, and serves until Ctrl-C or SIGTERM. Then the VM is removed.
     With --attach: serve a screen cu-run did not start (any VNC endpoint) and start nothing.
     """
-    from runner.mcp.session import episode_server
+    from runner.mcp.session import vm_server
     from runner.mcp.server import resolve_toolsets
-    from runner.session import open_vm
+    from runner.runs.session import open_vm
     from runner.mcp.trajectory import Trajectory
 
     toolsets = tuple(t.strip() for t in tools.split(",") if t.strip())
@@ -126,7 +126,7 @@ def mcp(
     settings = Settings.resolve(cache_dir, libvirt_uri)
     with open_vm(settings, image, accel, status=err.status, notice=err.print, start=start) as vm:
         recorded = Trajectory(trajectory, max_steps=max_steps)
-        server = episode_server(vm, recorded, toolsets=toolsets, file_root=file_root or vm.desktop_user.home)
+        server = vm_server(vm, recorded, toolsets=toolsets, file_root=file_root)
         with _live_vm(vm, "mcp", view, recorded.path):
             _serve_mcp(server, transport, vm.name, {"domain": vm.name}, wait=lambda: _wait_forever(vm))
 
@@ -177,10 +177,9 @@ def _serve_mcp(server, transport: str, what: str, extra: dict, wait) -> None:
         err.print(f"{what} is up; serving MCP on stdio")
         server.run("stdio")
         return
-    from runner.net import free_port
     from runner.mcp.http import HttpMcpServer
 
-    with HttpMcpServer(server, free_port()) as http:
+    with HttpMcpServer(server) as http:
         print(json.dumps({"url": http.url, "token": http.token, **extra}), flush=True)
         err.print(f"{what} is up; MCP at {http.url} (Authorization: Bearer <token>); Ctrl-C stops")
         wait()
@@ -212,8 +211,8 @@ def check(
     libvirt_uri: LibvirtUri = None,
 ) -> None:
     """Boot an episode VM and prove every seam works on it: shell, files, screen, mouse, keyboard."""
-    from runner.selfcheck import run_selfcheck
-    from runner.session import open_vm
+    from runner.vm.selfcheck import run_selfcheck
+    from runner.runs.session import open_vm
 
     settings = Settings.resolve(cache_dir, libvirt_uri)
     if build and Catalog(settings.images_dir).find(image) is None:

@@ -24,7 +24,7 @@ from runner.cluster.host_service import unpack_episode
 from runner.config import private_dir
 from runner.runs.pool import Episode
 from runner.runs.pool_config import INFRA_RETRIES
-from runner.runs.results import EpisodeRecord, ResultLog, keep_record
+from runner.records.results import EpisodeRecord, ResultLog, keep_record
 from runner.tasks.model import Task
 from runner.workers import Workers
 

@@ -26,10 +26,10 @@ from runner.cluster.image_transfer import ship_image
 from runner.cluster.ray_link import HostLink, connect, disconnect, find_hosts, host_lost_errors
 from runner.config import Settings
 from runner.errors import InfraError
-from runner.images.catalog import Image
+from runner.profiles.catalog import Image
 from runner.live.board import LiveSource
 from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState, shared_image
-from runner.runs.results import ResultLog
+from runner.records.results import ResultLog
 
 LEASE_EVERY_S = 5.0
 BEGIN_TIMEOUT_S = 1800.0  # warming every slot of a host at first use, under TCG
@@ -112,11 +112,11 @@ def open_cluster_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Not
     states made at first use), and a lease renewed while the pool runs. However the block ends,
     every host ends every run (its VMs destroyed) and the connection closes."""
     first = runs[0].request
-    address = first.cluster
+    address = first.where.cluster
     assert address is not None
     image = shared_image(runs)
-    if first.vm_pool != 1:
-        notice(f"--vm-pool {first.vm_pool} is not used with --cluster: each host runs one "
+    if first.how.vm_pool != 1:
+        notice(f"--vm-pool {first.how.vm_pool} is not used with --cluster: each host runs one "
                "episode per slot (host join --slots)")
     ray = connect(address)
     token = secrets.token_hex(3)

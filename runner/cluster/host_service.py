@@ -26,20 +26,19 @@ from pathlib import Path
 
 from runner import __version__
 from runner.cluster.image_transfer import ImageReceiver
+from runner.choices import AccelChoice
 from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
-from runner.gc import collect_garbage
+from runner.vm.gc import collect_garbage
 from runner.hypervisor.connect import connect_host
-from runner.images.catalog import Catalog
-from runner.images.warm_state import list_slots
-from runner.images.warming import warm_image
-from runner.runs.admission import admit, available_mib
-from runner.runs.provenance import host_facts
+from runner.profiles.catalog import Catalog
+from runner.vm.warm_state import list_slots
+from runner.records.provenance import host_facts
 from runner.runs.request import RunRequest, episode_tasks, request_agent
 from runner.runs.run_plan import RunPlan
 from runner.runs.scheduler import SlotScheduler
 from runner.runs.scope import ScopeRequest, make_scope
-from runner.runs.scope import resolve_accel
+from runner.runs.scope import resolve_accel, warm_outside_a_run
 from runner.tasks.model import Suite, load_suite
 
 log = logging.getLogger(__name__)
@@ -138,7 +137,7 @@ class HostService:
     # -- what the host is
 
     def info(self) -> dict:
-        accel, probe = resolve_accel(self.settings, None, "auto")
+        accel, probe = resolve_accel(self.settings, None, AccelChoice.auto)
         images = Catalog(self.settings.images_dir).images()
         return {
             "name": self.name, "version": __version__, "slots": self.slots, "pid": os.getpid(),
@@ -172,17 +171,13 @@ class HostService:
     def image_abandon(self, name: str) -> None:
         self.receiver.abandon(name)
 
-    def warm(self, image_name: str, accel: str = "auto", force: bool = False) -> list[str]:
+    def warm(self, image_name: str, accel: AccelChoice = AccelChoice.auto, force: bool = False) -> list[str]:
         """Makes a warm state for each of this host's slots (tied to its CPU and QEMU)."""
         image = Catalog(self.settings.images_dir).get(image_name)
-        chosen, _ = resolve_accel(self.settings, image, accel)
         lines: list[str] = []
-        warm_image(self.host, self.settings, image, self._admitted(image, chosen), chosen, force=force,
-                   progress=lines.append)
+        warm_outside_a_run(self.settings, self.host, image, accel, self.slots, admitted=True, force=force,
+                           progress=lines.append)
         return lines
-
-    def _admitted(self, image, accel: str) -> int:
-        return admit(self.slots, image.manifest.memory_mib, accel, available_mib()).admitted
 
     # -- runs
 
@@ -197,7 +192,7 @@ class HostService:
         if image.manifest.disk_sha256 != order.image_sha256:
             raise UsageError(f"host {self.name} has another {order.image} than the driver's")
         request = order.request
-        scope = make_scope(self.settings, ScopeRequest(order.image, accel=request.accel, start=request.start,
+        scope = make_scope(self.settings, ScopeRequest(order.image, accel=request.how.accel, start=request.how.start,
                                                        vm_pool=self.slots, warm_at_first_use=True), self.host)
         tasks = episode_tasks(request, suite.tasks)
         agent = request_agent(request, tasks)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from runner.config import Settings, private_dir
 from runner.errors import InfraError
-from runner.images.catalog import MANIFEST, Catalog, Image, sha256_file
-from runner.images.warm_state import WARM_DIR
+from runner.profiles.catalog import MANIFEST, Catalog, Image, sha256_file
+from runner.vm.warm_state import WARM_DIR
 
 CHUNK_BYTES = 32 << 20
 LEFT_BEHIND = {WARM_DIR, "build.log"}  # per machine, or of no use to a host

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from runner.cluster.nodes import place_host_actor, remove_host_actor, start_host_node, stop_node, wait_for_node
 from runner.cluster.ray_link import check_address, connect, disconnect, require_ray, require_token
 from runner.config import Settings, private_dir
-from runner.doctor import Check, run_checks
+from runner.vm.doctor import Check, run_checks
 from runner.errors import InfraError, UsageError
 
 # A host needs no image of its own (the driver sends one) and builds none.

@@ -133,7 +133,7 @@ class LocalCluster:
 
 
 def _collect(host: LocalHost) -> None:
-    from runner.gc import collect_garbage
+    from runner.vm.gc import collect_garbage
     from runner.hypervisor.connect import connect_host
 
     settings = Settings.resolve(host.cache_dir)

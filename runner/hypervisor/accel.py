@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runner.choices import AccelChoice
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
 
@@ -87,18 +88,16 @@ def cached_probe(cache_dir: Path, kernel: Path | None) -> AccelProbe:
     return probe
 
 
-def choose_accel(requested: str, probe: AccelProbe) -> Accel:
-    """--accel auto|kvm|tcg against what the probe found."""
-    if requested == "auto":
+def choose_accel(requested: AccelChoice, probe: AccelProbe) -> Accel:
+    """--accel (made an AccelChoice at the edge: runner.choices) against what the probe found."""
+    if requested == AccelChoice.auto:
         return probe.accel
-    if requested == "tcg":
+    if requested == AccelChoice.tcg:
         return "tcg"
-    if requested == "kvm":
-        if not probe.kvm_usable:
-            raise UsageError(f"--accel kvm asked for, but KVM is unusable here: {probe.reason}",
-                             fix="use --accel auto or --accel tcg")
-        return "kvm"
-    raise UsageError(f"--accel must be auto, kvm or tcg, not {requested!r}")
+    if not probe.kvm_usable:
+        raise UsageError(f"--accel kvm asked for, but KVM is unusable here: {probe.reason}",
+                         fix="use --accel auto or --accel tcg")
+    return "kvm"
 
 
 def _boot_id() -> str:

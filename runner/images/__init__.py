@@ -1,2 +1,2 @@
-"""Golden images and what is made from them: the catalog, the linux-test and Windows 11 builds,
-and warm states (saved RAM states per VM slot, how a run chooses warm or cold, and warming)."""
+"""Building golden images: the builders' registry, the linux-test and Windows 11 builds, and the
+scratch space a build works in. The catalog of built images is runner.profiles.catalog."""

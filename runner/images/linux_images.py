@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner import __version__
-from runner.images.catalog import (
+from runner.profiles.catalog import (
     MANIFEST,
     Catalog,
     Credentials,

@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from runner import __version__
-from runner.images.catalog import (
+from runner.profiles.catalog import (
     MANIFEST,
     Catalog,
     Credentials,

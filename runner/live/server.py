@@ -134,7 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.startswith("/novnc/") and live.novnc is not None:
             self._file(live.novnc, path.removeprefix("/novnc/"))
         elif path == "/run/report.html" and live.run_dir is not None:
-            from runner.runs.report import render_report
+            from runner.records.report import render_report
 
             self._send(HTTPStatus.OK, render_report(live.run_dir).encode(), "text/html")
         elif path.startswith("/run/") and live.run_dir is not None:

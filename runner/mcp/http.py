@@ -16,6 +16,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from runner.errors import InfraError
+from runner.net import free_port
 
 MCP_PATH = "/mcp"
 
@@ -39,13 +40,14 @@ def bearer_guard(app, token: str):
 
 @dataclass
 class HttpMcpServer:
-    """Serves SERVER on 127.0.0.1:PORT in a background thread until stop()."""
+    """Serves SERVER on 127.0.0.1:PORT (0: a free one) in a background thread until stop()."""
 
     server: MCPServer
-    port: int
+    port: int = 0
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
 
     def __post_init__(self) -> None:
+        self.port = self.port or free_port()
         app = bearer_guard(self.server.streamable_http_app(streamable_http_path=MCP_PATH), self.token)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         self._uvicorn = uvicorn.Server(config)

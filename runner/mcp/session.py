@@ -15,8 +15,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
-from runner.episode import EpisodeVM
-from runner.net import free_port
+from runner.vm.episode import EpisodeVM
 from runner.guest.agent import GuestAgent
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.proxy import ExternalServer, ExternalSession, ProxyLog, RecordingProxy, external_env
@@ -40,7 +39,7 @@ def mcp_session(vm: EpisodeVM, folder: Path, *, toolsets: tuple[str, ...], file_
                 max_steps: int | None) -> Iterator[McpSession]:
     trajectory = Trajectory(folder, max_steps=max_steps)
     server = episode_server(vm, trajectory, toolsets=toolsets, file_root=file_root)
-    with HttpMcpServer(server, free_port()) as http:
+    with HttpMcpServer(server) as http:
         yield McpSession(http.url, http.token, _client_config(folder, http), resolve_toolsets(toolsets), trajectory)
 
 
@@ -56,7 +55,7 @@ def proxy_session(vm: EpisodeVM, folder: Path, external: ExternalServer, *, max_
     external_session = ExternalSession(filled, env=external_env(vm.vnc_password), errlog=folder / "mcp-server.log")
     log = ProxyLog(filled.describe(), sorted(external_session.tools))
     try:
-        with HttpMcpServer(RecordingProxy(external_session, trajectory, log), free_port()) as http:
+        with HttpMcpServer(RecordingProxy(external_session, trajectory, log)) as http:
             yield McpSession(http.url, http.token, _client_config(folder, http), tuple(sorted(external_session.tools)),
                              trajectory)
     finally:
@@ -71,6 +70,14 @@ def _client_config(folder: Path, http: HttpMcpServer) -> Path:
         "type": "http", "url": http.url, "headers": {"Authorization": f"Bearer {http.token}"}}}}, indent=2))
     config.chmod(0o600)
     return config
+
+
+def vm_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str, ...],
+              file_root: str | None = None) -> MCPServer:
+    """cu-run's tools for one VM outside a run (`cu-run vm mcp`, cu_run's VM.serve_mcp): TOOLSETS
+    checked, the files tools rooted at FILE_ROOT or else the desktop user's home."""
+    resolve_toolsets(toolsets)
+    return episode_server(vm, trajectory, toolsets=toolsets, file_root=file_root or vm.desktop_user.home)
 
 
 def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str, ...],

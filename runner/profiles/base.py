@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from runner.images.catalog import Image, ImageManifest
+    from runner.profiles.catalog import Image, ImageManifest
     from runner.guest.base import GuestShell
     from runner.guest.qga import AgentLink
-    from runner.scoring.writeset import Listing, Watch
+    from runner.profiles.listing import Listing, Watch
 
 Phase = Literal["setup", "verify"]
 
@@ -264,7 +264,7 @@ class GuestProfile(ABC):
         agent made it say. None by default."""
         return []
 
-    # -- conformance checks (runner.selfcheck)
+    # -- conformance checks (runner.vm.selfcheck)
 
     @abstractmethod
     def selfcheck_probe(self) -> tuple[str, str]:

@@ -32,11 +32,11 @@ from runner.profiles.base import (
     ShellEndpoint,
     Shells,
 )
-from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
+from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
 from typing_extensions import override
 
 if TYPE_CHECKING:
-    from runner.images.catalog import Image, SshAccess
+    from runner.profiles.catalog import Image, SshAccess
 
 # A verdict printed on stdout (the older contract), and one that carries data: an expansion
 # after PASS/FAIL in the same echo or printf.

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from runner.errors import InfraError
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
+from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
 from typing_extensions import override
 
 if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
-    from runner.images.catalog import Image, WinRmAccess
+    from runner.profiles.catalog import Image, WinRmAccess
 
 
 def _winrm(manifest) -> WinRmAccess:

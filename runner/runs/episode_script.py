@@ -18,18 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import CommandTimeout, GuestStopped, HostFault, InfraError
 from runner.mcp.session import mcp_session, proxy_session
 from runner.runs.pool_config import PoolConfig
-from runner.runs.recording import Recorder
-from runner.runs.results import Outcome
+from runner.records.recording import Recorder
+from runner.records.results import Outcome
 from runner.scoring.blame import Stage, describe
 from runner.guest.qga import QemuAgentShell
 from runner.scoring.quarantine import quarantine, quarantine_then_list, quarantine_then_read_disk, user_processes
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.scoring.verdict import Verdict, parse_verdict
-from runner.scoring.writeset import MAX_ENTRIES, Change, Listing, Watch, diff, expand, take_listing, unexpected
+from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, expand, take_listing
+from runner.scoring.writeset import Change, diff, unexpected
 from runner.tasks.model import Task
 from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
 

@@ -7,11 +7,11 @@ import time
 from typing import Any, Protocol
 
 from runner.display.base import Display
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import InfraError
 from runner.live.board import Finished, LiveSource, SlotView, VncTarget
 from runner.runs.scheduler import SlotStatus
-from runner.runs.results import EpisodeRecord
+from runner.records.results import EpisodeRecord
 from typing_extensions import override
 
 

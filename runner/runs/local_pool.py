@@ -17,11 +17,11 @@ from typing import Any
 from typing_extensions import override
 
 from runner.config import Settings
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.live.board import LiveSource
 from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState, shared_image
-from runner.runs.provenance import host_facts
-from runner.runs.results import EpisodeRecord
+from runner.records.provenance import host_facts
+from runner.records.results import EpisodeRecord
 from runner.runs.scheduler import SlotScheduler, SlotStatus, run_on_slots
 from runner.runs.scope import RunScope, ScopeRequest, open_scope
 from runner.runs.vm_supply import VmSupply
@@ -47,9 +47,9 @@ class LocalPool(Pool):
 
     @override
     def where(self, run: int = 0) -> dict[str, Any]:
-        request = self.runs[run].request
-        where = {"host": host_facts(), **self.scope.provenance(request.accel, request.start)}
-        where["pool"] = {"asked": request.vm_pool, **where["pool"]}
+        how = self.runs[run].request.how
+        where = {"host": host_facts(), **self.scope.provenance(how.accel, how.start)}
+        where["pool"] = {"asked": how.vm_pool, **where["pool"]}
         return where
 
     @override
@@ -107,8 +107,7 @@ class LocalPool(Pool):
 def open_local_pool(settings: Settings, runs: tuple[PoolRun, ...], notice: Notice) -> Iterator[LocalPool]:
     """The pool of this machine for RUNS, which share one image: the run scope, and a slot
     scheduler per run in it."""
-    first = runs[0]
-    scope_request = ScopeRequest(shared_image(runs).name, accel=first.request.accel, start=first.request.start,
-                                 vm_pool=first.request.vm_pool)
+    how = runs[0].request.how
+    scope_request = ScopeRequest(shared_image(runs).name, accel=how.accel, start=how.start, vm_pool=how.vm_pool)
     with open_scope(settings, scope_request, notice=notice) as scope:
         yield LocalPool(scope, settings, runs)

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from runner.config import Settings
 from runner.errors import UsageError
-from runner.images.catalog import Image
+from runner.profiles.catalog import Image
 from runner.live.board import LiveSource
-from runner.runs.results import EpisodeRecord
+from runner.records.results import EpisodeRecord
 from runner.runs.run_plan import RunPlan
 from runner.runs.request import RunRequest
 from runner.tasks.model import Task

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from runner.benchmarks.host_scoring import HostScoring
 from runner.hypervisor.domain_xml import Accel
-from runner.images.catalog import Image
-from runner.images.warm_state import WarmSlot
+from runner.profiles.catalog import Image
+from runner.vm.warm_state import WarmSlot
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.tasks.model import SafetyRule
@@ -31,7 +31,7 @@ class PoolConfig:
     warm: dict[int, WarmSlot] = field(default_factory=dict)  # pool slot -> its warm state; empty: cold
     spare_warm: tuple[WarmSlot, ...] = ()  # more warm states: restored while a slot's last VM is torn down
     suite_rules: tuple[SafetyRule, ...] = ()  # the suite's safety.yaml
-    record: bool = False  # each episode's screen to recording.mp4 (runner.runs.recording)
+    record: bool = False  # each episode's screen to recording.mp4 (runner.records.recording)
     mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
     standby: bool = True  # with spare warm states: each slot's next VM made ready ahead (runner.runs.standby)
     host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics (runner.benchmarks)

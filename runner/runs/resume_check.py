@@ -30,11 +30,11 @@ def resume_differences(previous: dict, request: RunRequest, agent: str, image_sh
     if before_image != image_sha256:
         found.append(f"image: sha256 {before_image[:16]}... then, {image_sha256[:16]}... now")
     before_tasks = previous.get("suite", {}).get("tasks")
-    if before_tasks != task_ids and not request.adds_tasks:
+    if before_tasks != task_ids and not request.work.adds_tasks:
         found.append(f"tasks: {_short(before_tasks)} then, {_short(task_ids)} now")
-    arguments = previous.get("arguments", {})
+    arguments, options = previous.get("arguments", {}), request.options()
     for name in EPISODE_ARGUMENTS:
-        then, now = _comparable(arguments.get(name)), _comparable(getattr(request, name))
+        then, now = _comparable(arguments.get(name)), _comparable(options[name])
         if name in arguments and then != now:
             found.append(f"--{name.replace('_', '-')}: {then!r} then, {now!r} now")
     return found

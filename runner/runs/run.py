@@ -27,11 +27,11 @@ from runner.errors import ExitCode, UsageError
 from runner.images.windows_11 import licence_warning
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import Episode, Pool, PoolOpener, PoolRun
-from runner.runs.provenance import runner_facts
-from runner.runs.folders import VALIDATION
-from runner.runs.report import write_reports, write_validation_index
+from runner.records.provenance import runner_facts
+from runner.records.folders import VALIDATION
+from runner.records.report import write_reports, write_validation_index
 from runner.runs.request import RunRequest
-from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, suite_marks, summarize
+from runner.records.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, suite_marks, summarize
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
 from runner.tasks.model import TagFilter, Task, load_suite
 from runner.tasks.selection import load_selection
@@ -92,11 +92,11 @@ def run_planned(settings: Settings, planned: list[tuple[RunPlan, RunRequest]], c
             private_dir(plan.out_dir)
             provenance = base_provenance(request, plan, pool.where(index))
             write_json(plan.out_dir / "run.json", provenance)
-            to_go = [(t, trial) for trial in range(1, request.trials + 1) for t in plan.tasks
+            to_go = [(t, trial) for trial in range(1, request.work.trials + 1) for t in plan.tasks
                      if (t.id, trial) not in finished]
             runs.append(OpenRun(plan, request, log, provenance, to_go))
             console.print(f"run {plan.out_dir}: {len(to_go)} episodes to go "
-                          f"({len(plan.tasks)} tasks x {request.trials} trials, {len(finished)} done before), "
+                          f"({len(plan.tasks)} tasks x {request.work.trials} trials, {len(finished)} done before), "
                           f"{pool.describe()}, agent {plan.agent.name}")
         opened(runs)
         work = interleaved([r.to_go for r in runs], [t.id for t in runs[0].plan.tasks])
@@ -128,7 +128,7 @@ def _finishing_all(runs: list[OpenRun], console: Console) -> Iterator[None]:
 def finishing(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict, console: Console) -> Iterator[None]:
     """Around a run's pool: an interrupted run says how far it got, and the reports are
     written from what the log holds however the pool ends."""
-    planned = plan.planned(request.trials)
+    planned = plan.planned(request.work.trials)
     try:
         yield
     except KeyboardInterrupt:
@@ -148,8 +148,8 @@ def finish_run(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: d
     records, summary = _report(plan, request, log, provenance)
     _print_summary(console, summary)
     console.print(f"report: {plan.out_dir / 'report.html'}")
-    lost = missing(records, plan.planned(request.trials))
-    exit_code, message = run_exit_code(summary, lost, request.fail_under, request.gate)
+    lost = missing(records, plan.planned(request.work.trials))
+    exit_code, message = run_exit_code(summary, lost, request.results.fail_under, request.results.gate)
     if lost and why_lost:
         message = f"{why_lost}: {message}"
     if message:
@@ -164,7 +164,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
     if plan.previous:
         plan.previous["resumed_at"].append(started_at)
         plan.previous.setdefault("resumed_where", []).append(where)
-        if request.adds_tasks:  # a walk's next batch: the run's tasks are all it has tried
+        if request.work.adds_tasks:  # a walk's next batch: the run's tasks are all it has tried
             tried = plan.previous["suite"].setdefault("tasks", [])
             tried += [t.id for t in plan.tasks if t.id not in tried]
         return plan.previous
@@ -188,15 +188,15 @@ def _live_view(runs: list[OpenRun], pool: Pool, work: list[Episode], console: Co
                live_dir: Path) -> AbstractContextManager:
     """The live view of the pool (--live, the first run's options), or nothing."""
     request = runs[0].request
-    if not request.live:
+    if not request.where.live:
         return nullcontext()
     from runner.live import LiveOptions, serving
 
-    total = sum(len(r.plan.planned(r.request.trials)) for r in runs)
+    total = sum(len(r.plan.planned(r.request.work.trials)) for r in runs)
     source = pool.live_source(title, total, total - len(work))
     if source is None:
         raise UsageError("this pool has no live view", fix="drop --live")
-    options = LiveOptions(port=request.live_port, host=request.live_host, control=request.live_control)
+    options = LiveOptions(port=request.where.live_port, host=request.where.live_host, control=request.where.live_control)
     return serving(source, options, lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False),
                    run_dir=live_dir)
 
@@ -210,8 +210,8 @@ def _run_pool(pool: Pool, work: list[Episode], console: Console) -> None:
 def _report(plan: RunPlan, request: RunRequest, log: ResultLog, provenance: dict) -> tuple[list[EpisodeRecord], dict]:
     """summary.json, the end time in run.json, report.html and junit.xml, from what the log holds."""
     wanted = {t.id for t in plan.tasks}
-    records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.trials]
-    summary = summarize(records, [t.id for t in plan.tasks], trials=request.trials, **suite_marks(provenance["suite"]))
+    records = [r for r in log.latest() if r.task_id in wanted and r.trial <= request.work.trials]
+    summary = summarize(records, [t.id for t in plan.tasks], trials=request.work.trials, **suite_marks(provenance["suite"]))
     write_json(plan.out_dir / "summary.json", summary)
     provenance["ended_at"] = datetime.now(UTC).isoformat()
     write_json(plan.out_dir / "run.json", provenance)
@@ -247,7 +247,7 @@ def gate_failure(summary: dict, fail_under: float, gate: str) -> str | None:
 def validate_suite(settings: Settings, request: RunRequest, console: Console,
                    open_pool: PoolOpener = open_local_pool) -> tuple[int, list[str]]:
     """Oracle then nop over the suite: every oracle must pass and every nop must fail."""
-    base = (request.out or Path("runs") / f"validate-{Path(request.suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    base = (request.results.out or Path("runs") / f"validate-{Path(request.work.suite).name}-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     problems: list[str] = []
     results = {}
     without_oracle = _without_oracle(request)
@@ -259,14 +259,14 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
             if not chosen:
                 continue
             changes.update(tasks=tuple(chosen), tags=TagFilter(), selection=None)
-        sub = RunRequest(**{**request.__dict__, **changes})
+        sub = request.with_options(**changes)
         results[agent] = run_suite(settings, sub, console, open_pool)
         for r in results[agent].records:
             if r.outcome != expected:
                 problems.append(f"{r.task_id} trial {r.trial}: {agent} gave {r.outcome}"
                                 f"{' (' + r.reason + ')' if r.reason else ''}, expected {expected}")
     infra = any(r.exit_code == EXIT_INFRA for r in results.values())
-    verdict = {"suite": Path(request.suite).name, "valid": not problems and not infra, "problems": problems,
+    verdict = {"suite": Path(request.work.suite).name, "valid": not problems and not infra, "problems": problems,
                "infra_errors": infra, "runs": {agent: agent for agent in results},
                "without_oracle": without_oracle,
                "ended_at": datetime.now(UTC).isoformat()}
@@ -286,9 +286,10 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
 
 
 def _chosen(request: RunRequest) -> tuple[Task, ...]:
-    suite = load_suite(request.suite)
-    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
-    return suite.select(ids, request.tags)
+    work = request.work
+    suite = load_suite(work.suite)
+    ids = load_selection(work.selection, suite) if work.selection is not None else list(work.tasks)
+    return suite.select(ids, work.tags)
 
 
 def _without_oracle(request: RunRequest) -> list[str]:
@@ -298,7 +299,7 @@ def _without_oracle(request: RunRequest) -> list[str]:
 
 def _arguments(request: RunRequest) -> dict:
     return {k: (str(v) if isinstance(v, Path) else asdict(v) if is_dataclass(v) and not isinstance(v, type) else v)
-            for k, v in request.__dict__.items()}
+            for k, v in request.options().items()}
 
 
 def write_json(path: Path, data: dict) -> None:

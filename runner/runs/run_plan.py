@@ -13,15 +13,15 @@ from runner.agents.base import Agent
 from runner.benchmarks import host_scoring
 from runner.benchmarks.host_scoring import HostScoring
 from runner.config import Settings
-from runner.episode import EPISODE_MIN_FREE_BYTES, check_free_space
+from runner.vm.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.images.builders import image_named
-from runner.images.catalog import Catalog, Image
+from runner.profiles.catalog import Catalog, Image
 from runner.mcp.server import resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.resume_check import resume_differences
-from runner.runs.request import RunRequest, episode_tasks, external_server, request_agent
-from runner.runs.results import RESULTS, ResultLog
+from runner.runs.request import RunRequest, Where, episode_tasks, external_server, request_agent
+from runner.records.results import RESULTS, ResultLog
 from runner.tasks.lint import errors, lint_task_scripts
 from runner.tasks.model import Suite, Task, load_suite
 from runner.tasks.selection import load_selection
@@ -44,55 +44,54 @@ class RunPlan:
 
 
 def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
-    if request.vm_pool < 1 or request.trials < 1:
+    work, how, results = request.work, request.how, request.results
+    if how.vm_pool < 1 or work.trials < 1:
         raise UsageError("--vm-pool and --trials must be at least 1")
-    if request.fail_under is not None and not 0 <= request.fail_under <= 1:
-        raise UsageError(f"--fail-under is a rate between 0 and 1, not {request.fail_under}")
-    if request.gate not in ("all", "stable"):
-        raise UsageError(f"--gate must be all or stable, not {request.gate!r}")
-    if request.max_steps is not None and request.max_steps < 1:
+    if results.fail_under is not None and not 0 <= results.fail_under <= 1:
+        raise UsageError(f"--fail-under is a rate between 0 and 1, not {results.fail_under}")
+    if request.agent.max_steps is not None and request.agent.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
-    check_live_options(request)
-    suite = load_suite(request.suite)
-    if request.selection is not None and request.tasks:
+    check_live_options(request.where)
+    suite = load_suite(work.suite)
+    if work.selection is not None and work.tasks:
         raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
-    ids = load_selection(request.selection, suite) if request.selection is not None else list(request.tasks)
-    tasks = suite.select(ids, request.tags)
+    ids = load_selection(work.selection, suite) if work.selection is not None else list(work.tasks)
+    tasks = suite.select(ids, work.tags)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
-    resolve_toolsets(request.tools)
+    resolve_toolsets(request.agent.tools)
     tasks = episode_tasks(request, tasks)
     agent = request_agent(request, tasks)
     external_server(request, agent)
     image = image_named(Catalog(settings.images_dir),
-                        request.image or named_image(suite, tasks) or get_profile(profile).default_image)
+                        how.image or named_image(suite, tasks) or get_profile(profile).default_image)
     if image.manifest.profile != profile:
         raise UsageError(f"suite {suite.name} is for {profile} guests but image {image.name} is {image.manifest.profile}",
                          fix=f"pass --image with a {profile} image")
     if (missing_admin := image.manifest.admin_access_missing()) is not None:
         raise UsageError(f"image {image.name}: {missing_admin}", fix=f"rebuild it: cu-run image build {image.name} --force")
-    out_dir = (request.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
-    previous = _check_out_dir(out_dir, ResultLog(out_dir), request.resume, suite)
+    out_dir = (results.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
+    previous = _check_out_dir(out_dir, ResultLog(out_dir), results.resume, suite)
     if previous is not None and (differences := resume_differences(
             previous, request, agent.name, image.manifest.disk_sha256, [t.id for t in tasks])):
         raise UsageError(f"--resume would add episodes unlike those of the run in {out_dir}:\n  "
                          + "\n  ".join(differences),
                          fix="resume with the run's own options (its run.json lists them), or start a new run "
                              "with another --out")
-    check_free_space(settings.episodes_dir, request.vm_pool * EPISODE_MIN_FREE_BYTES,
-                     f"a pool of {request.vm_pool} episode VMs")
+    check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
+                     f"a pool of {how.vm_pool} episode VMs")
     scoring = _host_scoring(settings, request, tasks)
     if scoring is not None:
-        tasks = _scorable(scoring, tasks, named=bool(request.tasks or request.selection))
+        tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
     return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring)
 
 
 def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:
     """Imported tasks: their assets checked and the scoring env made, before any VM starts."""
-    if request.cluster and any(t.spec.scoring == "host" for t in tasks):
+    if request.where.cluster and any(t.spec.scoring == "host" for t in tasks):
         raise UsageError("imported tasks are scored on this machine's scoring env and asset store; a --cluster "
                          "run's episodes are on its hosts", fix="run them without --cluster")
-    return host_scoring.prepare(settings.cache_dir, tasks, request.assets, request.evaluators, request.suite,
+    return host_scoring.prepare(settings.cache_dir, tasks, request.work.assets, request.work.evaluators, request.work.suite,
                                 say=lambda line: print(line, flush=True))
 
 
@@ -113,11 +112,11 @@ def _scorable(scoring: HostScoring, tasks: tuple[Task, ...], named: bool) -> tup
     return kept
 
 
-def check_live_options(request: RunRequest) -> None:
+def check_live_options(where: Where) -> None:
     from runner.live import check_live_flags
 
-    check_live_flags(request.live, request.live_port, request.live_host, request.live_control)
-    if request.live and request.cluster:
+    check_live_flags(where.live, where.live_port, where.live_host, where.live_control)
+    if where.live and where.cluster:
         raise UsageError("--live serves the slots of this machine; a --cluster run's VMs are on its hosts",
                          fix="drop --live, or run without --cluster")
 

@@ -31,13 +31,13 @@ from runner.agents.builtin import NopAgent, OracleAgent
 from runner.scoring.blame import blame, describe, judge_check_errors
 from runner.config import Settings, private_dir
 from runner.hypervisor.host import Host
-from runner.runs.results import EpisodeRecord, Outcome, ResultLog, keep_record
+from runner.records.results import EpisodeRecord, Outcome, ResultLog, keep_record
 from runner.runs.episode_script import EpisodeFault, EpisodeScript, play
 from runner.runs.pool import Episode
 from runner.runs.pool_config import PoolConfig
 from runner.tasks.model import Task
 from runner.runs.vm_supply import VmSupply
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.workers import STOP_GRACE_S, Workers, taking_from
 
 log = logging.getLogger(__name__)

@@ -17,19 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.agents.base import Agent
+from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
 from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.connect import connect_host
 from runner.hypervisor.host import Host
 from runner.images.builders import image_named
-from runner.images.catalog import Catalog, Image
-from runner.images.start_plan import StartPlan, plan_start
-from runner.images.warming import warm_image
+from runner.profiles.catalog import Catalog, Image
+from runner.vm.start_plan import StartPlan, plan_start
+from runner.vm.warm_state import WarmSlot
+from runner.vm.warming import warm_image
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.profiles import GuestProfile
-from runner.runs.admission import Admission, admit, available_mib
+from runner.vm.admission import Admission, admit, available_mib
 from runner.benchmarks.host_scoring import HostScoring
 from runner.runs.pool_config import PoolConfig
 from runner.runs.request import RunRequest, external_server
@@ -44,8 +46,8 @@ class ScopeRequest:
     """What a scope is opened for."""
 
     image: str  # the catalog image
-    accel: str = "auto"  # auto, kvm or tcg
-    start: str = "auto"  # auto, warm or cold (runner.images.start_plan)
+    accel: AccelChoice = AccelChoice.auto
+    start: StartChoice = StartChoice.auto  # runner.vm.start_plan
     vm_pool: int = 1  # VMs at once, before admission
     warm_at_first_use: bool = False  # make the slots' missing warm states first (a cluster host)
 
@@ -88,9 +90,9 @@ class RunScope:
                  host_scoring: HostScoring | None = None) -> PoolConfig:
         """The pool a run of REQUEST gets in this scope, with AGENT: on this machine as on a cluster host.
         HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare)."""
-        return self.pool_config(toolsets=request.tools, max_steps=request.max_steps, suite_rules=suite_rules,
-                                record=request.record, mcp_server=external_server(request, agent),
-                                standby=request.standby, host_scoring=host_scoring)
+        return self.pool_config(toolsets=request.agent.tools, max_steps=request.agent.max_steps, suite_rules=suite_rules,
+                                record=request.how.record, mcp_server=external_server(request, agent),
+                                standby=request.how.standby, host_scoring=host_scoring)
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""
@@ -107,9 +109,20 @@ def new_run_id() -> str:
     return secrets.token_hex(3)
 
 
-def resolve_accel(settings: Settings, image: Image | None, requested: str) -> tuple[Accel, AccelProbe]:
+def resolve_accel(settings: Settings, image: Image | None, requested: AccelChoice) -> tuple[Accel, AccelProbe]:
     probe = cached_probe(settings.cache_dir, probe_kernel(settings, image))
     return choose_accel(requested, probe), probe
+
+
+def warm_outside_a_run(settings: Settings, host: Host, image: Image, requested: AccelChoice, slots: int, *,
+                       admitted: bool, force: bool = False, progress: Callable[[str], None] = print) -> list[WarmSlot]:
+    """Warm states for IMAGE made before any run (`cu-run image warm`, a cluster host's warm), for
+    the accelerator a run would resolve: SLOTS of them, or with ADMITTED as many of SLOTS as the
+    host's memory admits (a cluster host warms what its runs will use)."""
+    accel, _probe = resolve_accel(settings, image, requested)
+    if admitted:
+        slots = admit(slots, image.manifest.memory_mib, accel, available_mib()).admitted
+    return warm_image(host, settings, image, slots, accel, force=force, progress=progress)
 
 
 def probe_kernel(settings: Settings, image: Image | None) -> Path | None:
@@ -158,7 +171,7 @@ def _start(settings: Settings, request: ScopeRequest, host: Host, image: Image, 
            notes: list[str]) -> StartPlan:
     """How the scope's VMs start. The golden disk's sha256 is checked once on every path: by
     warm_image when it warms, here otherwise."""
-    if request.warm_at_first_use and request.start != "cold":
+    if request.warm_at_first_use and request.start != StartChoice.cold:
         try:
             lines: list[str] = []
             warm_image(host, settings, image, slots, accel, progress=lines.append)
@@ -166,11 +179,11 @@ def _start(settings: Settings, request: ScopeRequest, host: Host, image: Image, 
             if made:
                 notes.append(f"made {len(made)} warm states at first use")
         except Exception as exc:  # noqa: BLE001 - auto falls back to a cold start, saying why
-            if request.start == "warm":
+            if request.start == StartChoice.warm:
                 raise
             notes.append(f"starting cold: warming failed: {exc}")
             image.verify_disk()  # warming may have failed on a changed disk: never start cold on it
-            return plan_start("cold", host, image, accel, settings.libvirt_uri, slots)
+            return plan_start(StartChoice.cold, host, image, accel, settings.libvirt_uri, slots)
     else:
         image.verify_disk()
     return plan_start(request.start, host, image, accel, settings.libvirt_uri, slots)

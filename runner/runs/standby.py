@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import InfraError
 from runner.scoring.blame import describe
 

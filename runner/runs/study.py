@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,12 +24,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.console import Console
 
+from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings, private_dir
 from runner.errors import UsageError
-from runner.runs.compare import compare_runs
+from runner.records.compare import compare_runs
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import PoolOpener
-from runner.runs.request import RunRequest
+from runner.mcp.server import DEFAULT_TOOLSETS
+from runner.runs.request import AgentSetup, HowToRun, ResultsTo, RunRequest, Where, Work
 from runner.runs.run import EXIT_INFRA, OpenRun, run_planned, write_json
 from runner.runs.run_plan import plan_run
 
@@ -71,8 +73,8 @@ class StudyFile(BaseModel):
     trials: int = Field(default=1, ge=1)
     vm_pool: int = Field(default=1, ge=1)
     image: str | None = None
-    accel: str = "auto"
-    start: str = "auto"
+    accel: AccelChoice = AccelChoice.auto
+    start: StartChoice = StartChoice.auto
     arms: tuple[Arm, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -118,7 +120,7 @@ def load_study(path: Path) -> Study:
         raise UsageError(f"{path}: {problems}") from exc
 
 
-def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool) -> RunRequest:
+def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool, where: Where | None = None) -> RunRequest:
     spec = study.spec
     prompt = ""
     if arm.append_system_prompt:
@@ -128,28 +130,19 @@ def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool) -> RunReque
         except OSError as exc:
             raise UsageError(f"arm {arm.name}: cannot read its append_system_prompt {prompt_file}: {exc.strerror}") from exc
     return RunRequest(
-        suite=str(study.relative(spec.suite)) if study.relative(spec.suite).is_dir() else spec.suite,
-        agent=arm.agent, tasks=spec.tasks or (), trials=spec.trials, vm_pool=spec.vm_pool,
-        out=out_dir / arm.name, resume=resume, image=spec.image, accel=spec.accel, start=spec.start,
-        tools=arm.tools or RunRequest.tools, max_steps=arm.max_steps, agent_cmd=arm.agent_cmd, max_turns=arm.max_turns,
-        agent_script=arm.agent_script, mcp_server=arm.mcp_server, mcp_server_url=arm.mcp_server_url,
-        selection=study.relative(spec.selection) if spec.selection else None, append_prompt=prompt,
-        agent_env=tuple(sorted(arm.env.items())), timeout_s=arm.timeout_s)
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a study runs and what it shows: the pool (this machine, or --cluster) and --live."""
-
-    cluster: str | None = None
-    live: bool = False
-    live_port: int = 0
-    live_host: str = "127.0.0.1"
-    live_control: bool = False
+        Work(str(study.relative(spec.suite)) if study.relative(spec.suite).is_dir() else spec.suite,
+             tasks=tuple(spec.tasks or ()), trials=spec.trials, timeout_s=arm.timeout_s,
+             selection=study.relative(spec.selection) if spec.selection else None),
+        AgentSetup(arm.agent, agent_cmd=arm.agent_cmd, max_turns=arm.max_turns, agent_script=arm.agent_script,
+                   append_prompt=prompt, agent_env=tuple(sorted(arm.env.items())), tools=arm.tools or DEFAULT_TOOLSETS,
+                   max_steps=arm.max_steps, mcp_server=arm.mcp_server, mcp_server_url=arm.mcp_server_url),
+        HowToRun(vm_pool=spec.vm_pool, image=spec.image, accel=spec.accel, start=spec.start),
+        where or Where(),
+        ResultsTo(out=out_dir / arm.name, resume=resume))
 
 
 def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console,
-              where: Where = Where(), open_pool: PoolOpener = open_local_pool) -> int:
+              where: Where | None = None, open_pool: PoolOpener = open_local_pool) -> int:
     """Every arm planned (and so checked) before any VM starts, then run as one pool's runs
     (runner.runs.run.run_planned): interleaved on this machine's slots or a cluster's hosts, each
     arm's run folder written as `cu-run run` writes it; then the comparison."""
@@ -158,8 +151,7 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
     previous = _check_folder(out_dir, study, resume)
     planned = []
     for arm in study.spec.arms:
-        request = replace(arm_request(study, arm, out_dir, resume), cluster=where.cluster, live=where.live,
-                          live_port=where.live_port, live_host=where.live_host, live_control=where.live_control)
+        request = arm_request(study, arm, out_dir, resume, where)
         planned.append((plan_run(settings, request), request))
     private_dir(out_dir)
 
@@ -204,7 +196,7 @@ def _write_study_json(out_dir: Path, study: Study, arms: list[tuple[Arm, OpenRun
 
 
 def compare_arms(out_dir: Path, names: list[str]) -> dict:
-    """Every arm against the first, per task and overall (runner.runs.compare)."""
+    """Every arm against the first, per task and overall (runner.records.compare)."""
     base = names[0]
     return {"baseline": base, "against": {name: compare_runs(out_dir / base, out_dir / name) for name in names[1:]}}
 

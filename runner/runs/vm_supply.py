@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.config import Settings
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError
 from runner.hypervisor.host import Host
-from runner.images.warm_state import SlotLock, WarmSlot, slot_lock
+from runner.vm.warm_state import SlotLock, WarmSlot, slot_lock
 from runner.runs.pool_config import PoolConfig
 from runner.runs.standby import Standbys
 from runner.workers import STOP_GRACE_S

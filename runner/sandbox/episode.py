@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import paramiko
 
 from runner.agents.base import AgentResult
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import CommandTimeout, GuestUnreachable, InfraError
 from runner.guest.ssh import SshShell
 from runner.mcp.trajectory import CURRENT_TOOL, RecordingDisplay, Trajectory

@@ -29,8 +29,8 @@ from pydantic import BaseModel
 
 from runner.config import Settings
 from runner.errors import UsageError
-from runner.images.catalog import Catalog
-from runner.runs.admission import available_mib, vms_that_fit
+from runner.profiles.catalog import Catalog
+from runner.vm.admission import available_mib, vms_that_fit
 from runner.sandbox.episode import ReadTooLarge, SandboxEpisode, SandboxGone
 from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs
 
@@ -169,7 +169,7 @@ class CuRunSandbox(SandboxEnvironment):
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:  # noqa: A002 - Inspect's name
         """`inspect sandbox cleanup cu-run`: what dead runs left behind (`cu-run gc` does the same)."""
-        from runner.gc import collect_garbage
+        from runner.vm.gc import collect_garbage
         from runner.hypervisor.connect import connect_host
 
         settings = Settings.resolve()
@@ -246,7 +246,7 @@ class CuRunSandbox(SandboxEnvironment):
 
 def _sweep(vms: TaskVMs) -> None:
     """Removes the domains and folders of runs whose process is gone (never a live run's)."""
-    from runner.gc import collect_garbage
+    from runner.vm.gc import collect_garbage
 
     report = collect_garbage(vms.scope.host, vms.settings)
     for line in report.removed:

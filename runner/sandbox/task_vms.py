@@ -13,16 +13,16 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel
 
 from runner.agents.base import Agent, AgentResult
+from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError, UsageError
 from runner.runs.episode_script import EpisodeScript
-from runner.images.start_plan import usable_warm_slots
+from runner.vm.start_plan import usable_warm_slots
 from runner.runs.scope import RunScope, ScopeRequest, new_run_id, open_scope
 from runner.sandbox.episode import SandboxEpisode
 from runner.tasks.model import Suite, Task, load_suite
@@ -35,8 +35,8 @@ class CuRunSandboxConfig(BaseModel, frozen=True):
     """What `sandbox=("cu-run", ...)` configures; a plain string there is the image's name."""
 
     image: str = "linux-test"
-    accel: Literal["auto", "kvm", "tcg"] = "auto"
-    start: Literal["auto", "warm", "cold"] = "auto"
+    accel: AccelChoice = AccelChoice.auto
+    start: StartChoice = StartChoice.auto
     cache_dir: Path | None = None  # cu-run's cache [default: CU_RUN_HOME, else ~/.cache/cu-run]
     libvirt_uri: str | None = None
     artifacts: Path | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
@@ -58,7 +58,7 @@ class TaskVMs:
     options: CuRunSandboxConfig
     scope: RunScope
     stack: ExitStack
-    warm: dict = field(default_factory=dict)  # slot -> its usable warm state (runner.images.warm_state.WarmSlot)
+    warm: dict = field(default_factory=dict)  # slot -> its usable warm state (runner.vm.warm_state.WarmSlot)
     run_id: str = field(default_factory=new_run_id)
     _free: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -75,7 +75,7 @@ class TaskVMs:
             # Opened cold (the golden disk checked); then each slot starts warm where its state is
             # usable, where a run's pool starts all warm or all cold.
             scope = stack.enter_context(open_scope(
-                settings, ScopeRequest(options.image, accel=options.accel, start="cold", vm_pool=MOST_SLOTS),
+                settings, ScopeRequest(options.image, accel=options.accel, start=StartChoice.cold, vm_pool=MOST_SLOTS),
                 notice=lambda line: None if "capped" in line else notice(line)))
             warm = {} if options.start == "cold" else usable_warm_slots(
                 scope.host, scope.image, scope.accel, settings.libvirt_uri, scope.vm_pool)

@@ -18,7 +18,7 @@ import stat
 import time
 
 from runner.scoring.ext4_reader import DiskFormatError, Ext4, Inode
-from runner.scoring.writeset import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch, matches
+from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch, matches
 
 MAX_LINKS = 40  # links followed resolving a root, as the kernel's ELOOP limit
 

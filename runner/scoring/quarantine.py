@@ -33,7 +33,7 @@ from runner.hypervisor.qcow2_reader import DiskImage, ImageReadError
 from runner.profiles import DesktopUser, GuestProfile
 from runner.scoring.disk_listing import list_disk
 from runner.scoring.ext4_reader import DiskFormatError, Ext4
-from runner.scoring.writeset import Listing, Watch, step_then_list, take_listing
+from runner.profiles.listing import Listing, Watch, step_then_list, take_listing
 
 QUARANTINE_TIMEOUT = 60.0
 
@@ -63,7 +63,7 @@ def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *,
 def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, watch: Watch, *,
                          keep: frozenset[str] | None = None) -> tuple[str, Listing]:
     """quarantine(), then the write-set listing of WATCH, in one guest command where the profile
-    can chain them (writeset.step_then_list): what was stopped, and the listing."""
+    can chain them (runner.profiles.listing.step_then_list): what was stopped, and the listing."""
     chained = step_then_list(admin, guest, guest.quarantine_script(user, keep), f"stopping {user.name}'s processes",
                              QUARANTINE_TIMEOUT, watch)
     if chained is None:  # this guest's shell runs them one by one

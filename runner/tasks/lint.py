@@ -10,7 +10,7 @@ from typing import Literal
 from runner.errors import UsageError
 from runner.profiles import PROFILES
 from runner.tasks.syntax import powershell_mistakes, script_errors
-from runner.scoring.writeset import matches
+from runner.profiles.listing import matches
 from runner.tasks.model import SUITE_SAFETY, Task, load_suite_rules, load_task, resolve_suite_path
 
 

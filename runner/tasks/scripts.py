@@ -39,7 +39,7 @@ from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
 from runner.profiles.base import STAGING_FAILED, STAGING_FAILED_EXIT
-from runner.scoring.writeset import Listing, Watch, step_then_list, take_listing
+from runner.profiles.listing import Listing, Watch, step_then_list, take_listing
 from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
@@ -138,7 +138,7 @@ def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
 
 def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, watch: Watch) -> Listing:
     """hand_home_to_user(), then the write-set listing of WATCH, in one guest command where the
-    profile can chain them (writeset.step_then_list)."""
+    profile can chain them (runner.profiles.listing.step_then_list)."""
     chained = step_then_list(admin, task.guest, task.guest.hand_home_script(user),
                              _hand_home_what(user), ADMIN_STEP_TIMEOUT, watch)
     if chained is None:

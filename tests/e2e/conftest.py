@@ -8,9 +8,9 @@ import pytest
 from image_prefetch import wait_for_prefetched
 from vmtools import leftovers
 
-from runner.gc import collect_garbage
+from runner.vm.gc import collect_garbage
 
-from runner.images.catalog import Catalog, Image
+from runner.profiles.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.linux_images import LINUX_DESKTOP, LINUX_TEST, build_image
 from runner.runs.scope import resolve_accel
@@ -70,7 +70,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def warm_slots(host, settings, built_image, accel):
     """Two warm slots of linux-test, made by the project's own code when missing or stale, so
     the e2e tests start their VMs warm (the default); the tests that need a cold boot ask for it."""
-    from runner.images.warming import warm_image
+    from runner.vm.warming import warm_image
 
     return warm_image(host, settings, built_image, 2, accel, progress=lambda _line: None)
 
@@ -86,7 +86,7 @@ def desktop_image(settings, host, accel, request) -> Image:
     """linux-desktop, built by its own recipe if the cache lacks it (while the unit tests run,
     tests/image_prefetch.py), with one warm slot (its apps warmed): the tests that need the
     benchmarks' desktop ask for it."""
-    from runner.images.warming import warm_image
+    from runner.vm.warming import warm_image
 
     wait_for_prefetched(request.config, LINUX_DESKTOP)
     image, _built = build_image(Catalog(settings.images_dir), LINUX_DESKTOP, progress=lambda _line: None)
@@ -99,7 +99,7 @@ def desktop_pool_of_two(desktop_image, host, settings, accel) -> Image:
     """linux-desktop with a second warm slot, for the full tier's runs at `--vm-pool 2`: a pool
     with a slot that has no warm state starts every VM cold, which made the 19-task validate take
     48 min instead of ~10. The default tier pays for one slot only."""
-    from runner.images.warming import warm_image
+    from runner.vm.warming import warm_image
 
     warm_image(host, settings, desktop_image, 2, accel, progress=lambda _line: None)
     return desktop_image

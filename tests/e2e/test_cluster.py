@@ -14,7 +14,7 @@ import pytest
 from vmtools import leftovers, wait_for
 
 from runner.config import Settings
-from runner.images.catalog import Catalog, sha256_file
+from runner.profiles.catalog import Catalog, sha256_file
 from runner.tasks.model import SUITES_DIR
 
 LINUX_CORE = sorted(t.name for t in (SUITES_DIR / "linux-core").iterdir() if t.is_dir())
@@ -75,12 +75,22 @@ def test_a_client_without_the_cluster_s_token_is_refused(local_cluster, tmp_path
     assert wrong.returncode == 1 and "refused this client" in wrong.stderr, wrong.stderr[-2000:]
 
 
-def test_validate_linux_core_on_two_hosts(local_cluster, linux_image, tmp_path):
+@pytest.fixture(scope="module")
+def validated(local_cluster, linux_image, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The validate run on both hosts, made once for the tests that read it, whichever asks first:
+    a fixture, so what it checks does not hang on the order the tests run in. The hosts' caches are
+    the cluster's own, so neither host has the image before it."""
+    for h in local_cluster["hosts"]:
+        assert Catalog(Path(h["cache_dir"]) / "images").find(linux_image.name) is None, "a host had the image already"
+    out = tmp_path_factory.mktemp("validate") / "validate"
+    return out, _in(local_cluster, "validate", "--suite", "linux-core", "--tasks", ",".join(ON_TWO_HOSTS),
+                    "--cluster", local_cluster["address"], "--out", str(out))
+
+
+def test_validate_linux_core_on_two_hosts(local_cluster, linux_image, validated):
     """Each host lacks the image at first: it receives the driver's, verified by sha256, and
     makes its warm state at first use."""
-    out = tmp_path / "validate"
-    result = _in(local_cluster, "validate", "--suite", "linux-core", "--tasks", ",".join(ON_TWO_HOSTS),
-                 "--cluster", local_cluster["address"], "--out", str(out))
+    out, result = validated
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     oracle, nop = _results(out / "oracle"), _results(out / "nop")
     assert sorted(r["task_id"] for r in oracle) == ON_TWO_HOSTS and {r["outcome"] for r in oracle} == {"pass"}
@@ -105,7 +115,8 @@ def test_validate_linux_core_on_two_hosts(local_cluster, linux_image, tmp_path):
         assert (out / "oracle" / task / "1" / "final.png").stat().st_size > 0
 
 
-def test_status_shows_each_host_s_slots_images_and_warm_states(local_cluster, linux_image):
+def test_status_shows_each_host_s_slots_images_and_warm_states(local_cluster, linux_image, validated):
+    """After the validate run: each host holds the image it was sent and the warm state it made."""
     status = _in(local_cluster, "cluster", "status", local_cluster["address"], "--json", timeout=120)
     assert status.returncode == 0, status.stderr[-2000:]
     hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}

@@ -16,7 +16,7 @@ from test_live_view import canvas_share_js, fetch, share_of
 from vmtools import cu_run, leftovers, wait_for
 
 from runner.screen import color_fraction, png_size
-from runner.session import open_vm
+from runner.runs.session import open_vm
 
 # Each app, started as a person would from a terminal, and the window it must open on: no other
 # window of its may come up (a tip of the day, a template chooser, an account wizard, a welcome

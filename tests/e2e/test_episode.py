@@ -10,12 +10,12 @@ from vmtools import guest_file, wait_focused, wait_for
 
 from runner.errors import CommandTimeout
 from runner.guest.qga import QemuAgentShell
-from runner.images.catalog import sha256_file
+from runner.profiles.catalog import sha256_file
 from runner.display.keys import keysym
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
 from runner.profiles import get_profile
-from runner.selfcheck import run_selfcheck
+from runner.vm.selfcheck import run_selfcheck
 
 TERMINAL_POINT = get_profile("linux").desktop_probe.terminal_point
 
@@ -247,7 +247,7 @@ def test_sysrq_and_ctrl_alt_del_through_the_vnc_keyboard_do_not_end_the_guest(li
     """The agent's key tool reaches the guest's keyboard: Alt+SysRq+B or +O (SysRq is
     Alt+PrintScreen) would reset or power off the guest, Ctrl+Alt+Del reboot it. None may end an
     episode. A VM of its own: the keys would leave the shared one's desktop in another state."""
-    from runner.session import open_vm
+    from runner.runs.session import open_vm
 
     with open_vm(settings, linux_image.name, accel) as vm:  # warm: a restore of its own
         vm.display.key("b", modifiers=("alt", "printscreen"))

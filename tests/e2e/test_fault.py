@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from vmtools import qemu_pid, wait_for
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError
 
 

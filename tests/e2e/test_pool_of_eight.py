@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 from vmtools import cu_run, leftovers
 
-from runner.images.warming import warm_image
+from runner.vm.warming import warm_image
 
 pytestmark = pytest.mark.full
 POOL = 8

@@ -14,9 +14,9 @@ import pytest
 
 from vmtools import cu_run, leftovers, wait_for
 
-from runner.images.catalog import Catalog, sha256_file
-from runner.episode import EpisodeOptions, EpisodeVM
-from runner.images.warm_state import STATE_FILE, list_slots, warm_identity
+from runner.profiles.catalog import Catalog, sha256_file
+from runner.vm.episode import EpisodeOptions, EpisodeVM
+from runner.vm.warm_state import STATE_FILE, list_slots, warm_identity
 
 
 def test_image_list_shows_the_warm_states(warm_slots):

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from runner.episode_domain import EPISODE_NVRAM_FILE, run_as_for
+from runner.vm.domain import EPISODE_NVRAM_FILE, run_as_for
 from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi
 from runner.images.windows_11 import OVMF_CANDIDATES
 from runner.owner import me

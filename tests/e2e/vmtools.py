@@ -33,8 +33,8 @@ def wait_for(predicate, timeout: float, what: str):
 
 def wait_focused(vm, pattern: str, timeout: float = 60.0) -> None:
     """Until the focused window's title or app matches PATTERN: keys sent sooner go elsewhere."""
-    from runner.agents.conditions import DisplayObserver, WaitFor
-    from runner.agents.conditions import wait_for as wait_condition
+    from runner.display.conditions import DisplayObserver, WaitFor
+    from runner.display.conditions import wait_for as wait_condition
     from runner.guest.agent import GuestAgent
 
     observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent,
@@ -53,7 +53,7 @@ def guest_file(vm, path: str, timeout: float = 120.0, complete=lambda text: text
 
 def leftovers(host, settings) -> list[str]:
     """Domains and episode folders whose runner is gone: what a clean exit must never leave."""
-    from runner.gc import folder_owner
+    from runner.vm.gc import folder_owner
     from runner.owner import Owner
 
     found = [f"domain {d.name}" for d in host.cu_domains()

@@ -1,6 +1,6 @@
 """Admission control: a pool is capped to what the host's memory holds, with one line saying so."""
 
-from runner.runs.admission import HOST_RESERVE_MIB, admit, available_mib, per_vm_mib, vms_that_fit
+from runner.vm.admission import HOST_RESERVE_MIB, admit, available_mib, per_vm_mib, vms_that_fit
 
 
 def test_a_vm_costs_its_memory_the_translation_cache_under_tcg_and_qemus_overhead():
@@ -36,7 +36,7 @@ def test_doctor_counts_cores_as_well_as_memory(tmp_path, monkeypatch):
     """A 2-core TCG host whose memory holds 15 VMs runs 2 of them at full speed, and says so."""
     from test_catalog import make_image
 
-    from runner import doctor
+    from runner.vm import doctor
     from runner.config import Settings
 
     make_image(tmp_path / "images")

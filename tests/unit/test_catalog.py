@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.images.catalog import Catalog, Credentials, ImageManifest, ScreenSize, SshAccess, sha256_file
+from runner.profiles.catalog import Catalog, Credentials, ImageManifest, ScreenSize, SshAccess, sha256_file
 from runner.errors import UsageError
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from runner.cluster.dispatch import ClusterPool, HostLost, RunOutput
 from runner.cluster.host_service import pack_episode, unpack_episode
-from runner.runs.results import EpisodeRecord, ResultLog, by_host
+from runner.records.results import EpisodeRecord, ResultLog, by_host
 from runner.tasks.model import load_suite
 
 

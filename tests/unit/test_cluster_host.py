@@ -13,9 +13,9 @@ from runner.cluster.image_transfer import ImageReceiver, chunks, image_files
 from runner.cluster.join import host_blockers
 from runner.cluster.ray_link import check_address, find_hosts, require_token
 from runner.config import Settings
-from runner.doctor import Check
+from runner.vm.doctor import Check
 from runner.errors import InfraError, UsageError
-from runner.images.catalog import Catalog, sha256_file
+from runner.profiles.catalog import Catalog, sha256_file
 from test_catalog import make_image
 
 

@@ -22,7 +22,7 @@ from runner.runs.scope import ScopeRequest, make_scope
 from runner.hypervisor.libvirt_host import LibvirtHost
 from test_catalog import make_image
 
-# Every RunRequest field that changes what an episode does, set away from its default.
+# Every run option (RunRequest.options) that changes what an episode does, set away from its default.
 CHANGED = dict(agent="command", agent_cmd="/bin/true --flag", agent_env=(("LAB_GATEWAY", "http://10.0.0.9"),),
                timeout_s=77, tools=("screen", "keyboard"), max_steps=9, max_turns=7, record=True,
                standby=False, agent_script="ui_other.yaml", mcp_server=None)
@@ -59,11 +59,9 @@ def what_an_episode_gets(scheduler, tasks) -> dict:
 
 
 def test_every_option_that_changes_an_episode_is_one_the_test_sets():
-    from dataclasses import fields
-
     # The command agent takes no appended prompt and no model (claude and codex do); the whole request
     # reaches a host, so they travel as the others do.
-    assert {f.name for f in fields(RunRequest)} - NOT_EPISODE - set(CHANGED) == {"append_prompt", "mcp_server_url",
+    assert set(RunRequest.of("s", "nop").options()) - NOT_EPISODE - set(CHANGED) == {"append_prompt", "mcp_server_url",
                                                                                  "model"}
 
 
@@ -71,7 +69,7 @@ def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_prob
     cache = tmp_path / "host-cache"
     host_image(cache)
     settings = Settings.resolve(cache, "test:///default")
-    request = RunRequest(suite="linux-core", out=tmp_path / "run", start="cold", **CHANGED)
+    request = RunRequest.of("linux-core", out=tmp_path / "run", start="cold", **CHANGED)
     plan = plan_run(settings, request)
     order = pickle.loads(pickle.dumps(RunOrder.of(request, plan, "run-key")))  # as Ray carries it
 
@@ -116,7 +114,7 @@ def test_an_appended_prompt_reaches_a_cluster_hosts_claude(tmp_path, no_probe, m
     (bin_dir / "claude").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    request = RunRequest(suite="linux-core", agent="claude", append_prompt="You are in a lab.", out=tmp_path / "run",
+    request = RunRequest.of("linux-core", "claude", append_prompt="You are in a lab.", out=tmp_path / "run",
                          start="cold")
     plan = plan_run(settings, request)
     monkeypatch.setattr(host_service, "collect_garbage", lambda *_a: type("R", (), {"removed": []})())

@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from runner.agents.conditions import ConditionTimeout, Observer, Region, WaitFor, wait_for
+from runner.display.conditions import ConditionTimeout, Observer, Region, WaitFor, wait_for
 from runner.guest.agent import GuestAgentError, WindowInfo
 from typing_extensions import override
 

@@ -1,5 +1,5 @@
 """The fakes the unit tests stand on pass the same conformance checks as the real backends
-(runner/selfcheck.py; the e2e tests run them on real VMs): LocalShell and FakeDisplay, and the
+(runner/vm/selfcheck.py; the e2e tests run them on real VMs): LocalShell and FakeDisplay, and the
 recording proxies of the MCP server around them. A fake that drifts from the contract would let
 a unit test pass that the real backend fails."""
 
@@ -12,7 +12,7 @@ import pytest
 from fakes.display import FakeDisplay, LocalShell
 from fakes.profiles import HostFolders
 from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
-from runner.selfcheck import run_display_checks, run_shell_checks
+from runner.vm.selfcheck import run_display_checks, run_shell_checks
 
 DESKTOP = "#1f6f8b"  # FakeDisplay's background
 

@@ -19,7 +19,8 @@ from runner.hypervisor.qcow2_reader import DiskImage
 from runner.profiles import get_profile
 from runner.scoring.disk_listing import list_disk
 from runner.scoring.ext4_reader import DiskFormatError, Ext4
-from runner.scoring.writeset import Watch, diff, take_listing
+from runner.profiles.listing import Watch, take_listing
+from runner.scoring.writeset import diff
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loop-mounts the image to run the guest's lister over it")
 

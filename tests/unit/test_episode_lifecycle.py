@@ -14,16 +14,16 @@ import pytest
 from fakes.display import FakeDisplay, LocalShell
 from runner.agents.base import Agent, AgentResult
 from runner.agents.builtin import NopAgent, OracleAgent
-from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
+from runner.profiles.catalog import Credentials, Image, ImageManifest, ScreenSize, SshAccess
 from runner.config import Settings
-from runner.episode import EpisodeOptions, EpisodeVM
+from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import GuestUnreachable, UsageError
 from runner.runs.pool_config import PoolConfig
 from runner.runs.scheduler import SlotScheduler
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.profiles import PROFILES, DesktopUser, Shells, register
 from runner.profiles.linux import LinuxProfile
-from runner.runs.results import ResultLog
+from runner.records.results import ResultLog
 from runner.tasks.model import load_suite
 from typing_extensions import override
 

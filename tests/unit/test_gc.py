@@ -5,8 +5,8 @@ import json
 import pytest
 
 from runner.config import Settings
-from runner.episode import EPISODE_OWNER_FILE
-from runner.gc import collect_garbage
+from runner.vm.episode import EPISODE_OWNER_FILE
+from runner.vm.gc import collect_garbage
 from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, SlotIdentity
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.owner import Owner, me
@@ -95,7 +95,7 @@ def test_never_deletes_outside_the_episodes_folder(host, tmp_path):
 def test_half_made_warm_states_of_dead_warmers_go_and_complete_ones_stay(host, tmp_path):
     from test_warm_states import FakeHost, make_image, write_slot
 
-    from runner.images.warm_state import current_deps
+    from runner.vm.warm_state import current_deps
 
     settings = Settings.resolve(cache_dir=tmp_path)
     image = make_image(settings.images_dir)

@@ -6,8 +6,8 @@ import pytest
 from PIL import Image
 from runfolders import write_results
 
-from runner.runs.inspect_export import export_inspect
-from runner.runs.results import EpisodeRecord, ResultLog
+from runner.records.inspect_export import export_inspect
+from runner.records.results import EpisodeRecord, ResultLog
 from runner.tasks.model import SUITES_DIR
 
 inspect_log = pytest.importorskip("inspect_ai.log")
@@ -84,7 +84,7 @@ def test_a_folder_without_results_is_one_clear_message(tmp_path):
 def test_a_run_with_planned_episodes_missing_exports_as_cancelled_and_says_so(tmp_path):
     """Stopped after 3 of its 4 planned episodes: Inspect's status is never success, and the
     report and summary name the missing one."""
-    from runner.runs.report import write_reports
+    from runner.records.report import write_reports
 
     run = planted(tmp_path)
     provenance = json.loads((run / "run.json").read_text())
@@ -92,7 +92,7 @@ def test_a_run_with_planned_episodes_missing_exports_as_cancelled_and_says_so(tm
     log = inspect_log.read_eval_log(str(export_inspect(run)))
     assert log.status == "cancelled"
     assert log.results.total_samples == 4 and log.results.completed_samples == 3
-    from runner.runs.report import _summary, read_json
+    from runner.records.report import _summary, read_json
 
     summary = _summary(read_json(run / "run.json"), ResultLog(run).latest())["completeness"]
     assert summary == {"planned": 4, "done": 3, "missing": ["calc-to-file #2"]}

@@ -13,31 +13,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "runner"
 
-# Lowest first. A module belongs to the first layer with a pattern that matches it.
+# Lowest first. Every layer but the base is whole packages (folders); the base is the modules at
+# the top of runner/, and the commands layer holds the package's two entry points beside cli/.
+BASE = ("runner", "runner.errors", "runner.config", "runner.console", "runner.net", "runner.owner", "runner.screen",
+        "runner.interrupts", "runner.workers", "runner.registry", "runner.choices")
+ENTRY_POINTS = ("runner.api", "runner.__main__")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("runner", "runner.errors", "runner.config", "runner.console", "runner.net", "runner.owner",
-              "runner.screen", "runner.interrupts", "runner.workers", "runner.registry")),
-    ("backends", ("runner.display", "runner.display.*", "runner.guest", "runner.guest.*", "runner.hypervisor",
-                  "runner.hypervisor.*")),
-    ("scoring rules", ("runner.scoring", "runner.scoring.writeset", "runner.scoring.verdict", "runner.scoring.blame",
-                       "runner.scoring.stats", "runner.scoring.ext4_reader", "runner.scoring.disk_listing")),
-    ("guests", ("runner.profiles", "runner.profiles.*", "runner.images", "runner.images.catalog")),
-    ("tasks", ("runner.tasks", "runner.tasks.*", "runner.scoring.quarantine", "runner.scoring.safety",
-               "runner.images.scratch", "runner.images.warm_state", "runner.images.start_plan",
-               "runner.episode_domain")),
-    ("benchmarks", ("runner.benchmarks", "runner.benchmarks.*")),
-    ("episode VM", ("runner.episode", "runner.images.warming", "runner.images.linux_images", "runner.images.windows_11",
-                    "runner.images.windows_media", "runner.images.windows_build_watch", "runner.images.builders", "runner.gc",
-                    "runner.runs.admission")),
-    ("agents and MCP", ("runner.agents", "runner.agents.*", "runner.mcp", "runner.mcp.*", "runner.selfcheck")),
-    ("run records", ("runner.runs", "runner.runs.results", "runner.runs.recording", "runner.runs.report",
-                     "runner.runs.provenance", "runner.runs.inspect_export", "runner.runs.folders",
-                     "runner.runs.compare")),
-    ("live view", ("runner.live", "runner.live.*")),
-    ("runs", ("runner.runs.*", "runner.session", "runner.doctor")),
-    ("cluster", ("runner.cluster", "runner.cluster.*")),
-    ("inspect sandbox", ("runner.sandbox", "runner.sandbox.*")),
-    ("commands", ("runner.api", "runner.cli", "runner.cli.*", "runner.__main__")),
+    ("base", BASE),
+    ("backends", ("runner.display.*", "runner.guest.*", "runner.hypervisor.*")),
+    ("guests", ("runner.profiles.*",)),
+    ("images", ("runner.images.*",)),
+    ("tasks", ("runner.tasks.*",)),
+    ("scoring", ("runner.scoring.*",)),
+    ("benchmarks", ("runner.benchmarks.*",)),
+    ("episode VM", ("runner.vm.*",)),
+    ("agents and MCP", ("runner.agents.*", "runner.mcp.*")),
+    ("run records", ("runner.records.*",)),
+    ("live view", ("runner.live.*",)),
+    ("runs", ("runner.runs.*",)),
+    ("cluster", ("runner.cluster.*",)),
+    ("inspect sandbox", ("runner.sandbox.*",)),
+    ("commands", ("runner.cli.*", *ENTRY_POINTS)),
 ]
 
 # The seams' interfaces: none may import a module that implements one.
@@ -60,12 +56,17 @@ MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
 
 def runtime_imports(module: str) -> set[str]:
     """The runner modules MODULE imports when it runs (lazy imports in functions included)."""
+    return imports(module, with_annotations=False)
+
+
+def imports(module: str, *, with_annotations: bool) -> set[str]:
+    """The runner modules MODULE imports; WITH_ANNOTATIONS, those under TYPE_CHECKING too."""
     found: set[str] = set()
 
     def visit(node: ast.AST, type_only: bool) -> None:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.body:
-                visit(child, True)
+                visit(child, not with_annotations)
             for child in node.orelse:
                 visit(child, type_only)
             return
@@ -85,7 +86,8 @@ def runtime_imports(module: str) -> set[str]:
 
 def layer_of(module: str) -> int:
     for number, (_name, patterns) in enumerate(LAYERS):
-        if any(fnmatch.fnmatchcase(module, p) for p in patterns):
+        # "pkg.*" is the package's folder: its __init__ (named pkg) and every module in it.
+        if any(fnmatch.fnmatchcase(module, p) or (p.endswith(".*") and module == p[:-2]) for p in patterns):
             return number
     raise AssertionError(f"{module} is in no layer: add it to LAYERS and to docs/architecture.md")
 
@@ -107,14 +109,37 @@ def test_a_contract_imports_no_implementation(contract):
 
 
 def test_there_are_no_import_cycles():
-    graph = {m: runtime_imports(m) & MODULES.keys() for m in MODULES}
+    cycle = cycle_in({m: runtime_imports(m) & MODULES.keys() for m in MODULES})
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def folder_of(module: str) -> str:
+    """The folder picture's node for MODULE: its package; the base's modules are the top of
+    runner/, and each entry point is a node of its own."""
+    if module in BASE or module in ENTRY_POINTS:
+        return "runner" if module in BASE else module
+    return module if (MODULES[module].name == "__init__.py") else module.rsplit(".", 1)[0]
+
+
+def folder_picture() -> dict[str, set[str]]:
+    """Folder -> the folders it imports, annotations included: the picture a reader sees."""
+    picture: dict[str, set[str]] = {}
+    for module in MODULES:
+        deps = imports(module, with_annotations=True) & MODULES.keys()
+        picture.setdefault(folder_of(module), set()).update(folder_of(d) for d in deps)
+    for folder, deps in picture.items():
+        deps.discard(folder)
+    return picture
+
+
+def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1 visiting, 2 done
     path: list[str] = []
 
     def walk(node: str) -> list[str] | None:
         state[node] = 1
         path.append(node)
-        for dep in sorted(graph[node]):
+        for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
                 return path[path.index(dep):] + [dep]
             if dep not in state and (cycle := walk(dep)):
@@ -123,17 +148,39 @@ def test_there_are_no_import_cycles():
         state[node] = 2
         return None
 
-    for module in sorted(graph):
-        if module not in state:
-            cycle = walk(module)
-            assert cycle is None, " -> ".join(cycle)
+    for node in sorted(graph):
+        if node not in state and (cycle := walk(node)):
+            return cycle
+    return None
+
+
+def test_every_folder_is_one_layer():
+    layers: dict[str, set[str]] = {}
+    for module in MODULES:
+        layers.setdefault(folder_of(module), set()).add(LAYERS[layer_of(module)][0])
+    mixed = {folder: names for folder, names in layers.items() if len(names) > 1}
+    assert not mixed, f"folders that straddle layers: {mixed}"
+
+
+def test_the_folder_picture_has_no_import_running_up():
+    upward = [f"{folder} -> {dep}" for folder, deps in sorted(folder_picture().items()) for dep in sorted(deps)
+              if layer_of(dep) > layer_of(folder if folder != "runner" else "runner.errors")]
+    assert not upward, "folders that import from a folder above them (annotations included): " + ", ".join(upward)
+
+
+def test_the_folder_picture_has_no_circle():
+    cycle = cycle_in(folder_picture())
+    assert cycle is None, "a circle of folders (annotations included): " + " -> ".join(cycle or [])
 
 
 def test_the_rules_can_fail():
     """The checker sees an upward import, and a cycle, when there is one."""
-    assert layer_of("runner.cli") > layer_of("runner.runs.run") > layer_of("runner.episode")
-    assert "runner.runs.results" in runtime_imports("runner.runs.report")
+    assert layer_of("runner.cli") > layer_of("runner.runs.run") > layer_of("runner.vm.episode")
+    assert "runner.records.results" in runtime_imports("runner.records.report")
     assert "runner.display.keys" in runtime_imports("runner.scoring.safety")
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert "runner.profiles.catalog" in imports("runner.profiles.base", with_annotations=True)
+    assert "runner.profiles.catalog" not in runtime_imports("runner.profiles.base")
 
 
 def rendered_layers() -> str:

@@ -365,7 +365,7 @@ def test_live_flags_that_cannot_work_are_refused_before_anything_starts(flags, m
     from runner.runs.run_plan import check_live_options
 
     with pytest.raises(UsageError, match=message):
-        check_live_options(RunRequest(suite="linux-core", agent="nop", **flags))
+        check_live_options(RunRequest.of("linux-core", "nop", **flags).where)
 
 
 def test_beyond_loopback_the_run_warns_first():
@@ -458,7 +458,7 @@ def test_an_intervention_is_a_trajectory_line_and_marks_only_its_episode(tmp_pat
     from runner.runs.live_sources import SchedulerSource
     from runner.runs.pool_config import PoolConfig
     from runner.runs.scheduler import SlotScheduler, SlotStatus
-    from runner.runs.results import EpisodeRecord, ResultLog, summarize
+    from runner.records.results import EpisodeRecord, ResultLog, summarize
     from runner.scoring.safety import read_trajectory
     from runner.tasks.model import load_suite
 

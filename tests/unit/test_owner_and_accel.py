@@ -4,6 +4,7 @@ import subprocess
 import pytest
 
 from runner.errors import UsageError
+from runner.choices import AccelChoice, chosen
 from runner.hypervisor.accel import AccelProbe, choose_accel, probe_kvm
 from runner.owner import Owner, me, process_start
 
@@ -29,14 +30,14 @@ UNUSABLE = AccelProbe(False, "hangs")
     ("auto", USABLE, "kvm"), ("auto", UNUSABLE, "tcg"), ("tcg", USABLE, "tcg"), ("kvm", USABLE, "kvm"),
 ])
 def test_choose_accel(requested, probe, chosen):
-    assert choose_accel(requested, probe) == chosen
+    assert choose_accel(AccelChoice(requested), probe) == chosen
 
 
 def test_forcing_kvm_where_it_does_not_work_says_why():
     with pytest.raises(UsageError, match="hangs"):
-        choose_accel("kvm", UNUSABLE)
-    with pytest.raises(UsageError):
-        choose_accel("hvf", USABLE)
+        choose_accel(AccelChoice.kvm, UNUSABLE)
+    with pytest.raises(UsageError, match="--accel must be one of auto, kvm, tcg, not 'hvf'"):
+        chosen(AccelChoice, "hvf", "--accel")
 
 
 def test_probe_without_a_kernel_does_not_claim_kvm(tmp_path):

@@ -12,14 +12,14 @@ from mcp import Client
 
 from fakes.display import FakeDisplay, LocalShell
 from fakes.profiles import HostFolders
-from runner.images.catalog import ImageManifest
+from runner.profiles.catalog import ImageManifest
 from runner.config import PROJECT_ROOT
 from runner.guest.base import ExecResult, GuestShell
 from runner.mcp.server import build_server
 from runner.profiles import PROFILES, DesktopUser, get_profile, register
 from runner.tasks.scripts import run_privileged
 from runner.tasks.model import load_suite
-from runner.scoring.writeset import Watch, take_listing
+from runner.profiles.listing import Watch, take_listing
 from typing_extensions import override
 
 NAMES = {"linux", "windows"}
@@ -168,7 +168,7 @@ def _linux_image(tmp_path: Path, *, qemu_agent: bool):
     import subprocess
     from datetime import UTC, datetime
 
-    from runner.images.catalog import Catalog, Credentials, ScreenSize, SshAccess, sha256_file
+    from runner.profiles.catalog import Catalog, Credentials, ScreenSize, SshAccess, sha256_file
 
     folder = tmp_path / "linux-test"
     (folder / "keys").mkdir(parents=True)

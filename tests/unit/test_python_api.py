@@ -9,8 +9,9 @@ import pytest
 from runfolders import write_results
 
 import cu_run
+from runner.choices import AccelChoice, Gate, StartChoice
 from runner.errors import UsageError
-from runner.runs.results import EpisodeRecord
+from runner.records.results import EpisodeRecord
 from runner.tasks.model import TagFilter
 
 
@@ -30,10 +31,32 @@ def test_run_request_takes_the_cli_options_by_their_python_names():
     request = cu_run.run_request("linux-core", "claude", tasks=["folder-tree"], vm_pool=2, trials=3,
                                  tools="screen,mouse", out="runs/x", model="m", agent_env={"A": "1"},
                                  tags=["files"], exclude_tags=["slow"])
-    assert (request.vm_pool, request.trials, request.tools, request.out, request.model) == (
+    assert (request.how.vm_pool, request.work.trials, request.agent.tools, request.results.out, request.agent.model) == (
         2, 3, ("screen", "mouse"), Path("runs/x"), "m")
-    assert request.agent_env == (("A", "1"),) and request.tasks == ("folder-tree",)
-    assert request.tags == TagFilter((("files",),), ("slow",))
+    assert request.agent.agent_env == (("A", "1"),) and request.work.tasks == ("folder-tree",)
+    assert request.work.tags == TagFilter((("files",),), ("slow",))
+    # Each part holds what one layer reads; the flat names are run.json's "arguments".
+    assert request.options()["vm_pool"] == 2 and request.options()["agent"] == "claude"
+
+
+def test_a_choice_is_made_from_its_text_once_at_the_edge():
+    request = cu_run.run_request("linux-core", "claude", accel="tcg", start="warm", gate="stable")
+    assert (request.how.accel, request.how.start, request.results.gate) == (
+        AccelChoice.tcg, StartChoice.warm, Gate.stable)
+    assert isinstance(request.how.accel, AccelChoice)
+    with pytest.raises(cu_run.UsageError, match=r"--start must be one of auto, warm, cold, not 'tepid'"):
+        cu_run.run_request("linux-core", "claude", start="tepid")
+    with pytest.raises(cu_run.UsageError, match="--gate"):
+        cu_run.run_request("linux-core", "claude", gate="most")
+
+
+def test_a_request_changed_by_option_name_keeps_its_other_parts():
+    request = cu_run.run_request("linux-core", "claude", vm_pool=3, out="runs/x", model="m")
+    changed = request.with_options(agent="nop", out=Path("runs/y"))
+    assert (changed.agent.name, changed.results.out, changed.how.vm_pool, changed.agent.model) == (
+        "nop", Path("runs/y"), 3, "m")
+    with pytest.raises(TypeError, match="vm_pools"):
+        request.with_options(vm_pools=2)
 
 
 def test_run_request_refuses_an_option_that_does_not_exist():

@@ -13,7 +13,7 @@ import pytest
 from fakes.display import LocalShell
 from runner.profiles import DesktopUser, get_profile
 from runner.scoring.quarantine import quarantine, user_processes
-from runner.scoring.writeset import Watch
+from runner.profiles.listing import Watch
 from runner.tasks.syntax import powershell_errors
 
 USER = DesktopUser("nobody", "/nonexistent")

@@ -14,7 +14,7 @@ from runner.errors import CommandTimeout, InfraError
 from runner.profiles import DesktopUser
 from runner.profiles.linux import LinuxProfile
 from runner.scoring.quarantine import quarantine_then_list
-from runner.scoring.writeset import Watch
+from runner.profiles.listing import Watch
 from runner.tasks.scripts import hand_home_then_list
 from typing_extensions import override
 
@@ -143,14 +143,14 @@ def test_a_timeout_names_the_part_that_ran_past_it(home, tmp_path, monkeypatch, 
     from fakes.qemu_agent import FakeQemuAgent
     from runner.guest.qga import QemuAgentShell
     from runner.scoring import quarantine as q
-    from runner.scoring import writeset
+    from runner.profiles import listing
 
     class SlowLister(ScriptedStop):
         def list_script(self, watch):
             return "sleep 30\n"
 
     monkeypatch.setattr(q, "QUARANTINE_TIMEOUT", 0.5)
-    monkeypatch.setattr(writeset, "LIST_TIMEOUT", 0.5)
+    monkeypatch.setattr(listing, "LIST_TIMEOUT", 0.5)
     shell = QemuAgentShell(FakeQemuAgent(), environment={"PATH": "/usr/bin:/bin"}, spool=str(tmp_path / "spool"))
     with pytest.raises(CommandTimeout, match=f"^{part}: command ran past"):
         quarantine_then_list(shell, USER, SlowLister(stop), Watch((str(home),)))

@@ -12,7 +12,7 @@ from runner.guest.base import ExecResult
 from runner.guest.qga import AgentCommandFailed
 from runner.profiles import DesktopUser, get_profile
 from runner.scoring.quarantine import quarantine_then_read_disk
-from runner.scoring.writeset import Watch
+from runner.profiles.listing import Watch
 
 USER = DesktopUser("cu", "/home/cu")
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from PIL import Image
 
-from runner.runs.recording import Recorder
+from runner.records.recording import Recorder
 
 pytestmark = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="ffmpeg is not installed")
 

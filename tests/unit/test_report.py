@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 from runfolders import write_results
 
-from runner.runs.report import write_reports
-from runner.runs.results import EpisodeRecord, ResultLog
+from runner.records.report import write_reports
+from runner.records.results import EpisodeRecord, ResultLog
 
 INITIAL = (255, 0, 255)   # magenta: only the planted screenshots have these colours
 FINAL = (0, 200, 0)
@@ -178,7 +178,7 @@ def test_a_recording_is_linked_beside_its_filmstrip(tmp_path):
 def test_a_validate_folder_is_one_thing_report_and_export_accept(tmp_path):
     """validate's folder: a verdict file and an index report over its oracle and nop runs, which
     `report` and `export inspect` take as they take a run folder."""
-    from runner.runs.folders import VALIDATION
+    from runner.records.folders import VALIDATION
 
     base = tmp_path / "validate"
     for agent, outcome in (("oracle", "pass"), ("nop", "fail")):
@@ -225,7 +225,7 @@ def test_the_report_reads_at_a_glance(tmp_path):
 
 
 def test_a_run_of_hundreds_of_episodes_stays_a_page_to_open(tmp_path):
-    from runner.runs.report import MAX_DETAILED_EPISODES
+    from runner.records.report import MAX_DETAILED_EPISODES
 
     run = tmp_path / "big"
     records = [EpisodeRecord(f"t{n % 50}", n // 50 + 1, "fail" if n % 3 else "pass", "nope", 1.0, 0, 1,

@@ -1,4 +1,4 @@
-from runner.runs.results import EpisodeRecord, ResultLog, summarize
+from runner.records.results import EpisodeRecord, ResultLog, summarize
 
 
 def record(task, trial, outcome):

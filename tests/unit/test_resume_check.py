@@ -17,21 +17,21 @@ def started_run(tmp_path, **options) -> tuple[Settings, RunRequest]:
     cache = tmp_path / "cache"
     host_image(cache)
     settings = Settings.resolve(cache, "test:///default")
-    request = RunRequest(suite="linux-core", agent="oracle", tasks=("env-var", "calc-to-file"), out=tmp_path / "run",
+    request = RunRequest.of("linux-core", "oracle", tasks=("env-var", "calc-to-file"), out=tmp_path / "run",
                          **options)
     plan = plan_run(settings, request)
     from runner.runs.run import base_provenance
 
-    request.out.mkdir()
-    (request.out / "run.json").write_text(json.dumps(base_provenance(request, plan, {})))
-    (request.out / "results.jsonl").write_text("")
+    out = request.results.out
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps(base_provenance(request, plan, {})))
+    (out / "results.jsonl").write_text("")
     return settings, request
 
 
 def resumed(request: RunRequest, **changes) -> RunRequest:
-    from dataclasses import replace
 
-    return replace(request, resume=True, **changes)
+    return request.with_options(resume=True, **changes)
 
 
 def test_the_same_options_resume(tmp_path):
@@ -57,7 +57,7 @@ def test_a_resume_unlike_the_run_is_refused_naming_the_difference(tmp_path, chan
 
 def test_another_image_is_named_by_its_sha256():
     previous = {"agent": {"name": "oracle"}, "image": {"sha256": "a" * 64}, "suite": {"tasks": ["t"]}, "arguments": {}}
-    found = resume_differences(previous, RunRequest(suite="s", agent="oracle"), "oracle", "b" * 64, ["t"])
+    found = resume_differences(previous, RunRequest.of("s", "oracle"), "oracle", "b" * 64, ["t"])
     assert found == [f"image: sha256 {'a' * 16}... then, {'b' * 16}... now"]
 
 

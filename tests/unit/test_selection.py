@@ -88,9 +88,9 @@ def test_a_selection_is_refused_naming_what_changed_since_the_draw(tmp_path):
 
     settings = Settings.resolve(tmp_path / "cache")
     with pytest.raises(UsageError, match="changed since the selection"):
-        plan_run(settings, RunRequest(suite=str(folder), agent="nop", selection=path))
+        plan_run(settings, RunRequest.of(str(folder), "nop", selection=path))
     with pytest.raises(UsageError, match="--tasks and --selection"):
-        plan_run(settings, RunRequest(suite=str(folder), agent="nop", selection=path, tasks=("env-var",)))
+        plan_run(settings, RunRequest.of(str(folder), "nop", selection=path, tasks=("env-var",)))
 
 
 def test_a_file_that_is_not_a_selection_is_refused(tmp_path):

@@ -5,8 +5,8 @@ import json
 import pytest
 from runfolders import write_results
 
-from runner.runs.compare import compare_runs
-from runner.runs.results import EpisodeRecord, summarize
+from runner.records.compare import compare_runs
+from runner.records.results import EpisodeRecord, summarize
 from runner.scoring.stats import bootstrap_mean_difference, fisher_exact, is_flaky, wilson
 
 

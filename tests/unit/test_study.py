@@ -6,7 +6,7 @@ import json
 import pytest
 
 from runner.errors import UsageError
-from runner.runs.results import EpisodeRecord, ResultLog, summarize
+from runner.records.results import EpisodeRecord, ResultLog, summarize
 from runner.runs.run import interleaved
 from runner.runs.study import arm_request, compare_arms, comparison_markdown, load_study
 from runner.tasks.model import load_suite
@@ -38,9 +38,12 @@ def test_an_arm_becomes_a_run_request_with_its_server_prompt_turns_timeout_and_e
     (tmp_path / "skill.md").write_text("Use the vendor's tools carefully.")
     study = load_study(_study(tmp_path))
     own, attached = (arm_request(study, arm, tmp_path / "out", resume=False) for arm in study.spec.arms)
-    assert own.out == tmp_path / "out" / "own" and own.mcp_server is None and own.tasks == ("editor-write-save", "folder-tree")
-    assert attached.mcp_server == "cu-run mcp --attach vnc://{vnc}" and attached.append_prompt.startswith("Use the vendor")
-    assert attached.max_turns == 30 and attached.timeout_s == 1800 and dict(attached.agent_env) == {"VENDOR_MODE": "strict"}
+    assert own.results.out == tmp_path / "out" / "own" and own.agent.mcp_server is None
+    assert own.work.tasks == ("editor-write-save", "folder-tree")
+    assert attached.agent.mcp_server == "cu-run mcp --attach vnc://{vnc}"
+    assert attached.agent.append_prompt.startswith("Use the vendor")
+    assert attached.agent.max_turns == 30 and attached.work.timeout_s == 1800
+    assert dict(attached.agent.agent_env) == {"VENDOR_MODE": "strict"}
     assert len(study.sha256) == 64
 
 
@@ -51,6 +54,7 @@ def test_an_arm_becomes_a_run_request_with_its_server_prompt_turns_timeout_and_e
      "brings its own"),
     (lambda t: t.replace("trials: 2", "trials: 0"), "trials"),
     (lambda t: t + "colour: blue\n", "colour"),
+    (lambda t: t + "start: lukewarm\n", "start"),  # a choice is made from its text here, at the edge
 ])
 def test_a_bad_study_file_is_refused_naming_the_field(tmp_path, change, message):
     with pytest.raises(UsageError, match=message):

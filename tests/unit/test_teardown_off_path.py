@@ -35,7 +35,7 @@ class FakeEpisodeVm:
 
 @pytest.fixture
 def fake_vms(tmp_path, monkeypatch):
-    monkeypatch.setattr("runner.images.warm_state.warm_root", lambda image: tmp_path / "warm")
+    monkeypatch.setattr("runner.vm.warm_state.warm_root", lambda image: tmp_path / "warm")
     monkeypatch.setattr(vm_supply, "EpisodeVM", FakeEpisodeVm)
 
 

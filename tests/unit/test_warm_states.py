@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.images.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
+from runner.profiles.catalog import Catalog, Credentials, DirectBoot, ImageManifest, ScreenSize, SshAccess, sha256_file
 from runner.errors import InfraError, UsageError
-from runner.images.start_plan import plan_start
-from runner.images.warm_state import (
+from runner.choices import StartChoice
+from runner.vm.start_plan import plan_start
+from runner.vm.warm_state import (
     STATE_FILE,
     SlotLock,
     WarmState,
@@ -132,10 +133,10 @@ def test_a_stale_state_is_refused_never_restored(image):
     assert "QEMU's version changed" in newer_qemu.notice
 
 
-def test_cold_needs_nothing_and_unknown_modes_are_refused(image):
-    assert plan_start("cold", FakeHost(), image, "tcg", URI, vm_pool=4).mode == "cold"
-    with pytest.raises(UsageError, match="--start"):
-        plan_start("lukewarm", FakeHost(), image, "tcg", URI, vm_pool=1)
+def test_cold_needs_nothing(image):
+    """(A mode that is none is refused at the edge, where text becomes a StartChoice:
+    test_python_api, test_study.)"""
+    assert plan_start(StartChoice.cold, FakeHost(), image, "tcg", URI, vm_pool=4).mode == "cold"
 
 
 def test_remove_warm_deletes_every_slot_and_scratch_folder(image):
@@ -182,7 +183,7 @@ def test_slots_to_make_boot_side_by_side_keep_the_current_ones_and_a_failure_los
     nor loses the ones beside it."""
     import threading
 
-    from runner.images import warming
+    from runner.vm import warming
 
     write_slot(image, 0, deps_now(image))
     running, most, lock = [0], [0], threading.Lock()
@@ -223,7 +224,7 @@ def test_ctrl_c_while_slots_boot_destroys_their_vms_waits_for_their_teardown_and
     import threading
 
     from runner.errors import HostFault
-    from runner.images import warming
+    from runner.vm import warming
 
     destroyed: dict[str, threading.Event] = {name: threading.Event()
                                              for name in (warm_identity(image, s).name for s in range(3))}

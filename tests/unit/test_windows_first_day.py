@@ -253,7 +253,7 @@ def make_virtio_iso(tmp_path, folders):
 
 
 def test_doctor_reads_the_lab_s_media_and_says_what_the_build_would_install(tmp_path):
-    from runner.doctor import windows_checks
+    from runner.vm.doctor import windows_checks
 
     windows = make_windows_iso(tmp_path, RETAIL)
     virtio = make_virtio_iso(tmp_path, ["viostor/w11/amd64", "NetKVM/w11/amd64", "vioinput/w10/amd64",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runner.images.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
+from runner.profiles.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
 from runner.tasks.syntax import script_errors
@@ -231,7 +231,7 @@ def test_a_windows_manifest_needs_winrm_and_firmware():
 
 
 def test_windows_episode_domain_uses_the_image_firmware_and_forwards_winrm(tmp_path):
-    from runner.episode_domain import episode_domain_spec
+    from runner.vm.domain import episode_domain_spec
     from runner.hypervisor.domain_xml import SlotIdentity
     from runner.owner import Owner
 
@@ -261,7 +261,7 @@ def test_doctor_warns_about_an_ending_licence(tmp_path):
     import json as _json
 
     from runner.config import Settings
-    from runner.doctor import _licences
+    from runner.vm.doctor import _licences
 
     settings = Settings.resolve(cache_dir=tmp_path)
     folder = settings.images_dir / "windows-11"

@@ -10,17 +10,9 @@ from runner.profiles import get_profile
 from typing_extensions import override
 from dataclasses import replace
 
-from runner.scoring.writeset import (
-    Change,
-    Entry,
-    Watch,
-    diff,
-    expand,
-    matches,
-    take_listing,
-    unexpected,
-    what_changed,
-)
+from runner.profiles.listing import Entry, Watch, expand, matches, take_listing
+
+from runner.scoring.writeset import Change, diff, unexpected, what_changed
 
 HOME = "/home/cu"
 

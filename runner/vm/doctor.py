@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runner.images.catalog import Catalog
+from runner.profiles.catalog import Catalog
 from runner.config import Settings, free_bytes
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe
 from runner.hypervisor.connect import connect_host
 from runner.images.linux_images import LINUX_TEST, REQUIRED_TOOLS
-from runner.runs.admission import available_mib, per_vm_mib, vms_that_fit
+from runner.vm.admission import available_mib, per_vm_mib, vms_that_fit
 
 Status = Literal["ok", "warn", "fail"]
 MIN_FREE_GIB = 2.0

@@ -22,9 +22,9 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from runner.errors import UsageError
-from runner.runs.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_run_folder
-from runner.runs.recording import RECORDING
-from runner.runs.results import LOCAL_HOST, EpisodeRecord, ResultLog, suite_marks, summarize
+from runner.records.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_run_folder
+from runner.records.recording import RECORDING
+from runner.records.results import LOCAL_HOST, EpisodeRecord, ResultLog, suite_marks, summarize
 from runner.scoring.safety import read_trajectory
 from runner.scoring.verdict import xml_text
 

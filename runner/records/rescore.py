@@ -21,9 +21,9 @@ from runner.benchmarks.assets import AssetStore, assets_root, urls_of
 from runner.benchmarks.host_scoring import COLLECTED, EPISODE_UPSTREAM, HostScoring, score_collected_from
 from runner.benchmarks.scoring_env import ensure_env
 from runner.errors import UsageError
-from runner.runs.folders import is_run_folder, not_a_run_folder
-from runner.runs.report import write_reports
-from runner.runs.results import Outcome, ResultLog, suite_marks, summarize
+from runner.records.folders import is_run_folder, not_a_run_folder
+from runner.records.report import write_reports
+from runner.records.results import Outcome, ResultLog, suite_marks, summarize
 
 RESCORED = ("pass", "fail", "verifier_error")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import UsageError
-from runner.runs.folders import is_run_folder, not_a_run_folder
-from runner.runs.report import planned_trials, read_json, task_instructions
-from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.records.folders import is_run_folder, not_a_run_folder
+from runner.records.report import planned_trials, read_json, task_instructions
+from runner.records.results import RESULTS, EpisodeRecord, ResultLog, summarize
 
 MAX_LOG_CHARS = 20_000  # of a verifier's output kept in a sample's metadata
 

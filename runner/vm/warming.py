@@ -15,17 +15,17 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from runner.images.catalog import Image
-from runner.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
+from runner.profiles.catalog import Image
+from runner.vm.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
 from runner.errors import InfraError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
 from runner.owner import me
-from runner.runs.admission import admit, available_mib
+from runner.vm.admission import admit, available_mib
 from runner.images.scratch import scratch_then_rename
 from runner.workers import Workers, taking_from
-from runner.images.warm_state import (
+from runner.vm.warm_state import (
     BASE_DISK,
     SAVED_NVRAM_FILE,
     WARMING_OWNER_FILE,

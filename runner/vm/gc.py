@@ -13,12 +13,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.images.catalog import Catalog
+from runner.profiles.catalog import Catalog
 from runner.config import Settings
-from runner.episode import EPISODE_OWNER_FILE
+from runner.vm.episode import EPISODE_OWNER_FILE
 from runner.hypervisor.host import Host
 from runner.owner import Owner
-from runner.images.warm_state import list_slots, warm_root
+from runner.vm.warm_state import list_slots, warm_root
 
 
 @dataclass

@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
+from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
-from runner.episode import EpisodeOptions, EpisodeVM
-from runner.episode_domain import episode_domain_spec
+from runner.vm.episode import EpisodeOptions, EpisodeVM
+from runner.vm.domain import episode_domain_spec
 from runner.hypervisor.domain_xml import SlotIdentity, build_domain_xml
 from runner.images.builders import image_named
-from runner.images.catalog import Catalog
+from runner.profiles.catalog import Catalog
 from runner.interrupts import shielded
 from runner.owner import me
 from runner.runs.scope import ScopeRequest, new_run_id, open_scope, resolve_accel
@@ -26,13 +27,13 @@ Status = Callable[[str], AbstractContextManager]
 def open_vm(
     settings: Settings,
     image_name: str,
-    accel: str = "auto",
+    accel: AccelChoice = AccelChoice.auto,
     *,
     status: Status | None = None,
     notice: Callable[[str], None] | None = None,
     artifacts: Path | None = None,
     run_id: str | None = None,
-    start: str = "auto",
+    start: StartChoice = StartChoice.auto,
 ) -> Iterator[EpisodeVM]:
     status = status or (lambda _msg: nullcontext())
     with ExitStack() as stack:
@@ -52,7 +53,7 @@ def open_vm(
                 vm.teardown()
 
 
-def print_dry_run(settings: Settings, image_name: str, accel: str) -> str:
+def print_dry_run(settings: Settings, image_name: str, accel: AccelChoice) -> str:
     """The domain XML an episode of IMAGE_NAME would get, without starting anything."""
     image = image_named(Catalog(settings.images_dir), image_name)
     chosen, _ = resolve_accel(settings, image, accel)

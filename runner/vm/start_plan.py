@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.images.catalog import Image
+from runner.choices import StartChoice
+from runner.profiles.catalog import Image
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host
-from runner.images.warm_state import START_MODES, WarmSlot, current_deps, list_slots, load_slot, stale_reasons
+from runner.vm.warm_state import WarmSlot, current_deps, list_slots, load_slot, stale_reasons
 
 
 @dataclass(frozen=True)
@@ -23,20 +24,19 @@ class StartPlan:
     spares: tuple[WarmSlot, ...] = ()
 
 
-def plan_start(requested: str, host: Host, image: Image, accel: Accel, libvirt_uri: str,
+def plan_start(requested: StartChoice, host: Host, image: Image, accel: Accel, libvirt_uri: str,
                vm_pool: int) -> StartPlan:
     """warm: every slot needs a valid state, else UsageError naming what is wrong.
-    auto: warm when that holds, else cold with a one-line notice. cold: cold."""
-    if requested not in START_MODES:
-        raise UsageError(f"--start must be one of {', '.join(START_MODES)}, not {requested!r}")
-    if requested == "cold":
+    auto: warm when that holds, else cold with a one-line notice. cold: cold.
+    REQUESTED was made a StartChoice at the edge (runner.choices)."""
+    if requested == StartChoice.cold:
         return StartPlan("cold", {})
     current = current_deps(host, image, accel, libvirt_uri)
     slots, problems, stale = _check_slots(image, vm_pool, current)
     if not problems:
         return StartPlan("warm", slots, spares=tuple(_spares(image, vm_pool, current)))
     fix = f"cu-run image warm {image.name} --slots {vm_pool}" + (" --force" if stale else "")
-    if requested == "warm":
+    if requested == StartChoice.warm:
         raise UsageError(f"cannot start warm on image {image.name}: " + "; ".join(problems), fix=fix)
     return StartPlan("cold", {}, notice=f"starting cold: {problems[0]}"
                      + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + f"; to warm: {fix}")

@@ -33,8 +33,8 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from runner.images.catalog import Frozen, Image, sha256_file
-from runner.episode_domain import episode_domain_spec
+from runner.profiles.catalog import Frozen, Image, sha256_file
+from runner.vm.domain import episode_domain_spec
 from runner.errors import InfraError, UsageError
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
 from runner.hypervisor.host import Host
@@ -46,7 +46,6 @@ BASE_DISK = "base.qcow2"
 RAM_FILE = "ram.save"
 SAVED_NVRAM_FILE = "nvram.fd"  # UEFI images: the variable store as it was at the save
 WARMING_OWNER_FILE = "owner.json"
-START_MODES = ("warm", "cold", "auto")
 
 
 class WarmDeps(Frozen):

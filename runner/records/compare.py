@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.runs.report import read_json, run_label
-from runner.runs.folders import not_a_run_folder
-from runner.runs.results import RESULTS, EpisodeRecord, ResultLog, summarize
+from runner.records.report import read_json, run_label
+from runner.records.folders import not_a_run_folder
+from runner.records.results import RESULTS, EpisodeRecord, ResultLog, summarize
 from runner.scoring.stats import ALPHA, bootstrap_mean_difference, fisher_exact
 
 

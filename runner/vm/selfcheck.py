@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.agents.conditions import DisplayObserver, WaitFor, wait_for
+from runner.display.conditions import DisplayObserver, WaitFor, wait_for
 from runner.display.base import Display
-from runner.episode import EpisodeVM
+from runner.vm.episode import EpisodeVM
 from runner.errors import CommandTimeout
 from runner.guest.agent import GuestAgent
 from runner.guest.base import GuestShell

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.images.catalog import Image
+from runner.profiles.catalog import Image
 from runner.config import Settings, free_bytes
 from runner.display.base import Display
 from runner.errors import GuestStopped, GuestUnreachable, HostFault, InfraError, UsageError
@@ -31,9 +31,9 @@ from runner.hypervisor.domain_xml import Accel, DomainSpec, SlotIdentity, redact
 from runner.hypervisor.host import Host
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
-from runner.episode_domain import EPISODE_NVRAM_FILE, episode_domain_spec
+from runner.vm.domain import EPISODE_NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, ShellEndpoint
-from runner.images.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
+from runner.vm.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 

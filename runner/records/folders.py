@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.errors import UsageError
-from runner.runs.results import RESULTS
+from runner.records.results import RESULTS
 
 VALIDATION = "validation.json"  # what `validate` writes at the top of its folder: the verdict and its runs
 VALIDATE_RUNS = ("oracle", "nop")
