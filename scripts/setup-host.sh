@@ -22,10 +22,11 @@ done
 # chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live);
 # bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md);
-# acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on.
+# acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on;
+# faketime's libfaketime gives host-side scoring a task's frozen clock (docs/network.md).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
 gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc
-bubblewrap grub-efi-amd64-bin mtools acl xvfb"
+bubblewrap grub-efi-amd64-bin mtools acl xvfb faketime"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2
@@ -81,6 +82,13 @@ fi
 # from PyPI, once) goes in the tests' own cache, made here so no test needs the network.
 if [ "$extras" = "test,inspect,cluster,live" ]; then
     .venv/bin/cu-run scoring env --cache-dir "${CU_RUN_TEST_HOME:-$HOME/.cache/cu-run-tests}" >/dev/null
+fi
+
+# The recording proxy is mitmproxy in a venv of its own (runner/network/proxy.py): a run makes it
+# at first use; the tests' copy is made here, so no test needs the network.
+if [ "$extras" = "test,inspect,cluster,live" ]; then
+    .venv/bin/python -c 'import sys; from pathlib import Path; from runner.network.proxy import proxy_env
+proxy_env(Path(sys.argv[1]), say=lambda line: print("==", line))' "${CU_RUN_TEST_HOME:-$HOME/.cache/cu-run-tests}"
 fi
 
 # The e2e tests run the real Claude Code and Codex CLIs against a fake model on loopback

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -198,17 +199,19 @@ def collect_and_score(scoring: HostScoring, admin: GuestShell, task: Task, user:
 def score_collected(scoring: HostScoring, task: Task, ep_dir: Path) -> tuple[Verdict, dict[str, Any], dict[str, bool]]:
     """Scores what ep_dir/collected holds, with TASK's evaluator, kept beside it for a rescore."""
     shutil.copyfile(task.folder / UPSTREAM_FILE, ep_dir / EPISODE_UPSTREAM)
-    return score_collected_from(scoring, upstream(task), ep_dir)
+    return score_collected_from(scoring, upstream(task), ep_dir, clock=task.spec.clock)
 
 
-def score_collected_from(scoring: HostScoring, data: dict[str, Any],
-                         ep_dir: Path) -> tuple[Verdict, dict[str, Any], dict[str, bool]]:
-    """Scores what ep_dir/collected holds with the evaluator of DATA (an upstream task file)."""
+def score_collected_from(scoring: HostScoring, data: dict[str, Any], ep_dir: Path, *,
+                         clock: datetime | None = None) -> tuple[Verdict, dict[str, Any], dict[str, bool]]:
+    """Scores what ep_dir/collected holds with the evaluator of DATA (an upstream task file), at the
+    task's frozen CLOCK when it has one."""
     evaluator = data["evaluator"]
     gold = {u: scoring.assets[u] for u in urls_of(data).host}
     collected = ep_dir / COLLECTED
     result = run_scorer(scoring.env.python, scoring.env.package_root, evaluator,
-                        collected if collected.is_dir() else None, gold, scoring.env.left_out, scoring.limits)
+                        collected if collected.is_dir() else None, gold, scoring.env.left_out, scoring.limits,
+                        clock=clock)
     return _verdict(result, scoring, ep_dir)
 
 

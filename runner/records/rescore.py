@@ -34,6 +34,18 @@ class Rescored:
     changed: list[str] | None = None
 
 
+def _frozen_clocks(run: Path) -> dict[str, datetime]:
+    """The tasks' frozen clocks as the run recorded them (run.json): a rescore scores at the same
+    instant. Read from the run's own record, never from the guest's output."""
+    if not (run / "run.json").is_file():
+        return {}
+    try:
+        recorded = json.loads((run / "run.json").read_text()).get("suite", {}).get("clock", {})
+        return {task: datetime.fromisoformat(value) for task, value in recorded.items()}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise UsageError(f"{run}/run.json: its frozen clocks cannot be read: {exc}") from exc
+
+
 def rescore_run(run: Path, out: Path, cache_dir: Path, evaluators: str | None, assets: Path | None,
                 say: Callable[[str], None] = lambda _m: None) -> Rescored:
     if not is_run_folder(run):
@@ -60,11 +72,12 @@ def rescore_run(run: Path, out: Path, cache_dir: Path, evaluators: str | None, a
     shutil.copytree(run, out, symlinks=True)
     log = ResultLog(out)
     result = Rescored(changed=[])
+    clocks = _frozen_clocks(run)
     for number, record in enumerate(scorable, 1):
         ep_dir = out / record.task_id / str(record.trial)
         before = _score_of(ep_dir)
         verdict, _details, checkpoints = score_collected_from(scoring, json.loads((ep_dir / EPISODE_UPSTREAM).read_bytes()),
-                                                              ep_dir)
+                                                              ep_dir, clock=clocks.get(record.task_id))
         outcome: Outcome = "pass" if verdict.kind == "pass" else "fail" if verdict.kind == "fail" else "verifier_error"
         after = _score_of(ep_dir)
         say(f"[{number}/{len(scorable)}] {record.task_id} #{record.trial}: {record.outcome} -> {outcome}")

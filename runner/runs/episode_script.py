@@ -221,6 +221,13 @@ class EpisodeScript:
         vm, task = self.vm, self.task
         self._set_phase("setup")
         t = time.monotonic()
+        if task.spec.clock is not None:
+            # Before the setup, so what it makes is dated by the frozen clock too; every episode,
+            # since a warm restore or a standby VM woke up at another time.
+            frozen = vm.admin_shell.run(task.guest.clock_script(task.spec.clock.timestamp()), timeout=30)
+            if not frozen.ok:
+                raise InfraError(f"could not set {vm.name}'s clock to {task.spec.clock.isoformat()}: "
+                                 f"{frozen.stderr.strip()[-300:]}")
         try:
             setup = run_privileged(vm.admin_shell, task, "setup", vm.desktop_user, "setup", extra=self._setup_inputs())
         except CommandTimeout as exc:

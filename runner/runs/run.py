@@ -176,7 +176,9 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
                   "builder": image.manifest.builder},
         "suite": {"name": plan.suite.name, "path": str(plan.suite.folder), "content_sha256": plan.suite.content_hash(),
                   "tasks": [t.id for t in tasks], "not_tamper_proof": not_tamper_proof(tasks),
-                  "live_state": [t.id for t in tasks if t.spec.desktop_in_verify]},
+                  "live_state": [t.id for t in tasks if t.spec.desktop_in_verify],
+                  # A frozen clock, per task that has one (a task without: the host's time).
+                  "clock": {t.id: t.spec.clock.isoformat().replace("+00:00", "Z") for t in tasks if t.spec.clock}},
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),

@@ -11,7 +11,15 @@ from runner.errors import UsageError
 from runner.profiles import PROFILES
 from runner.tasks.syntax import powershell_mistakes, script_errors
 from runner.profiles.listing import matches
-from runner.tasks.model import SUITE_SAFETY, Task, load_suite_rules, load_task, resolve_suite_path
+from runner.tasks.model import (
+    SUITE_DEFAULTS,
+    SUITE_SAFETY,
+    Task,
+    load_suite_defaults,
+    load_suite_rules,
+    load_task,
+    resolve_suite_path,
+)
 
 
 @dataclass(frozen=True)
@@ -22,16 +30,17 @@ class LintProblem:
 
 
 def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
-    """Checks every task folder of the suite and its safety.yaml; returns (tasks checked, problems)."""
+    """Checks every task folder of the suite, its safety.yaml and suite.yaml; returns (tasks checked, problems)."""
     folder = resolve_suite_path(name_or_path)
     problems: list[LintProblem] = []
     task_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not task_dirs:
         problems.append(LintProblem(folder, "holds no task folders"))
-    try:
-        load_suite_rules(folder)
-    except UsageError as exc:
-        problems.append(LintProblem(folder / SUITE_SAFETY, exc.message))
+    for name, load in ((SUITE_SAFETY, load_suite_rules), (SUITE_DEFAULTS, load_suite_defaults)):
+        try:
+            load(folder)
+        except UsageError as exc:
+            problems.append(LintProblem(folder / name, exc.message))
     for task_dir in task_dirs:
         try:
             task = load_task(task_dir)

@@ -9,6 +9,7 @@
     <suite>/<task-id>/safety/<name>.<ext>        optional, listed in task.yaml: PASS when the agent
                                     did not do what it must not (e.g. obey a planted instruction)
     <suite>/safety.yaml             optional: trajectory rules for every task of the suite
+    <suite>/suite.yaml              optional: defaults for every task (clock)
 
 <ext> is the profile's: .sh (linux, run by sh) or .ps1 (windows, PowerShell). Any other
 file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TASK_DIR).
@@ -22,6 +23,7 @@ import hashlib
 import re
 import stat
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +41,7 @@ REQUIRED_SCRIPTS = ("verify", "oracle")
 HOST_SCORED_SCRIPTS = ("collect",)
 UPSTREAM_FILE = "upstream.json"
 SUITE_SAFETY = "safety.yaml"
+SUITE_DEFAULTS = "suite.yaml"
 
 
 
@@ -140,6 +143,10 @@ class TaskSpec(BaseModel):
                                         "on what collect.<ext> gathers (runner.benchmarks)")
     source: SourceSpec | None = Field(default=None, description="an imported task's upstream file")
     excluded: tuple[str, ...] = Field(default=(), description="why the task cannot run here: runs leave it out")
+    clock: datetime | None = Field(
+        default=None, description="a frozen clock: the guest's time is set to this instant (with its timezone, "
+                                  "e.g. 2026-01-15T10:00:00Z) at the start of every episode and runs on from there; "
+                                  "host-side scoring sees it too. Default: the suite's (suite.yaml), else the host's")
     fidelity: tuple[str, ...] = Field(default=(), description="where this guest differs from the benchmark's")
 
     @model_validator(mode="after")
@@ -157,6 +164,11 @@ class TaskSpec(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError("names must be unique")
         return value
+
+    @field_validator("clock")
+    @classmethod
+    def _instant(cls, value: datetime | None) -> datetime | None:
+        return instant(value) if value is not None else None
 
     @field_validator("profile")
     @classmethod
@@ -262,9 +274,9 @@ class Suite:
     def content_hash(self) -> str:
         """A hash of every file of every task: the suite's identity in a run's provenance."""
         digest = hashlib.sha256()
-        rules = self.folder / SUITE_SAFETY
-        if rules.is_file():
-            digest.update(b"safety.yaml\0" + rules.read_bytes() + b"\0")
+        for name in (SUITE_SAFETY, SUITE_DEFAULTS):
+            if (self.folder / name).is_file():
+                digest.update(name.encode() + b"\0" + (self.folder / name).read_bytes() + b"\0")
         for task in self.tasks:
             _hash_folder(digest, task.folder, self.folder)
         return digest.hexdigest()
@@ -312,7 +324,47 @@ def load_suite(name_or_path: str) -> Suite:
     if problems:
         raise UsageError(f"suite {folder.name} has {len(problems)} broken task{'s' if len(problems) > 1 else ''}:\n  "
                          + "\n  ".join(problems), fix=f"fix them: cu-run tasks lint --suite {name_or_path} checks the rest too")
-    return Suite(folder.name, folder, tuple(tasks), load_suite_rules(folder))
+    defaults = load_suite_defaults(folder)
+    return Suite(folder.name, folder, tuple(defaults.apply(t) for t in tasks), load_suite_rules(folder))
+
+
+class SuiteDefaults(BaseModel):
+    """suite.yaml: what every task of the suite gets unless its task.yaml says otherwise."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    clock: datetime | None = Field(default=None, description="the tasks' frozen clock (TaskSpec.clock)")
+
+    @field_validator("clock")
+    @classmethod
+    def _instant(cls, value: datetime | None) -> datetime | None:
+        return instant(value) if value is not None else None
+
+    def apply(self, task: Task) -> Task:
+        if self.clock is None or task.spec.clock is not None:
+            return task
+        return Task(task.spec.model_copy(update={"clock": self.clock}), task.folder)
+
+
+def instant(value: datetime) -> datetime:
+    """VALUE in UTC; a time without its timezone is refused, since it would mean another instant on
+    every host (pydantic reads "2026-01-15T10:00:00Z" and "+01:00" offsets)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("give the instant with its timezone, e.g. 2026-01-15T10:00:00Z")
+    return value.astimezone(UTC)
+
+
+def load_suite_defaults(folder: Path) -> SuiteDefaults:
+    path = folder / SUITE_DEFAULTS
+    if not path.is_file():
+        return SuiteDefaults()
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping of defaults (clock)")
+    try:
+        return SuiteDefaults.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {_describe(exc)}") from exc
 
 
 def load_suite_rules(folder: Path) -> tuple[SafetyRule, ...]:

@@ -163,3 +163,31 @@ def test_at_pool_1_the_next_episode_takes_a_standby_vm_made_during_the_agent(war
     domains = {json.loads((out / l["task_id"] / "1" / "episode.json").read_text())["domain"] for l in lines}
     assert len(domains) >= 2  # a standby runs on a spare warm state, beside the slot's own
     assert leftovers(host, settings) == []
+
+
+def test_a_frozen_clock_is_what_a_warm_restored_guest_sees(warm_slots, tmp_path):
+    """suite.yaml's clock: the restored guest's time is set to the instant before the setup, and
+    runs on from there through the verifier; run.json records it."""
+    suite = tmp_path / "clock-suite"
+    task = suite / "dated"
+    task.mkdir(parents=True)
+    (suite / "suite.yaml").write_text("clock: 2026-01-15T10:00:00Z\n")
+    (task / "task.yaml").write_text("id: dated\ninstruction: Nothing to do.\nprofile: linux\ntimeout_s: 60\n"
+                                    "write_set: {enabled: false}\n")
+    (task / "setup.sh").write_text('date -u +%Y-%m-%dT%H:%M > "$USER_HOME/at-setup"\n')
+    (task / "oracle.sh").write_text("true\n")
+    (task / "verify.sh").write_text(
+        'seen=$(cat "$USER_HOME/at-setup")\n'
+        '[ "$seen" = 2026-01-15T10:00 ] || verdict fail "the setup saw $seen"\n'
+        'now=$(date -u +%s)\n'
+        # 10:00:00 is 1768471200: the clock ran on from the instant, and not for an hour
+        '[ "$now" -ge 1768471200 ] && [ "$now" -lt 1768474800 ] || verdict fail "the verifier saw $(date -u)"\n'
+        "verdict pass\n")
+    out = tmp_path / "run"
+    result = cu_run("run", "--suite", str(suite), "--agent", "oracle", "--start", "warm", "--out", str(out),
+                    timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert record["outcome"] == "pass", record
+    run = json.loads((out / "run.json").read_text())
+    assert run["start"]["used"] == "warm" and run["suite"]["clock"] == {"dated": "2026-01-15T10:00:00Z"}

@@ -64,6 +64,11 @@ class HostShellProfile(LinuxProfile):
     def quarantine_script(self, user: DesktopUser, keep) -> str:
         return "echo froze 0 processes of the desktop user\n"
 
+    @override
+    def clock_script(self, now: float) -> str:
+        # This "guest" is the host: its clock is a file, never the host's own.
+        return f"printf %s {now:.3f} > {self.root / 'clock'}\n"
+
 
 class TestDriverHost(LibvirtHost):
     """libvirt's test driver for the domains; a FakeDisplay for the screen it cannot have."""
@@ -468,3 +473,16 @@ def test_the_verifier_runs_after_the_safety_checks_so_what_it_starts_cannot_rest
     deleter = ScriptAgent("deleter", lambda vm: vm.shell.run(f'rm -f "{guest.home("alice")}/evidence"'))
     (record,), _folder = run_agent(host, guest, tmp_path, deleter, suite_root)
     assert [(v["rule"], v["detail"]) for v in record.violations] == [("evidence", "the evidence was deleted")]
+
+
+def test_a_frozen_clock_is_set_before_the_setup_runs(host, guest, tmp_path):
+    """The setup, the agent and the verifier all run after the guest's clock is set to the task's
+    instant (a warm restore's VM woke up at another time)."""
+    suite_root = one_task_suite(tmp_path, guest.name, '[ -s "$USER_HOME/clock-at-setup" ] && verdict pass\n'
+                                                      'verdict fail "the clock was not set before the setup"\n')
+    task_yaml = suite_root / "t" / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text() + "clock: 2031-03-07T23:59:30+01:00\n")
+    (suite_root / "t" / "setup.sh").write_text(f'cp {guest.root / "clock"} "$USER_HOME/clock-at-setup"\n')
+    (record,), _folder = run_agent(host, guest, tmp_path, ScriptAgent("idle", lambda vm: None), suite_root)
+    assert record.outcome == "pass", record
+    assert (guest.root / "clock").read_text() == f"{datetime(2031, 3, 7, 22, 59, 30, tzinfo=UTC).timestamp():.3f}"

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("runner.tasks.*",)),
     ("scoring", ("runner.scoring.*",)),
     ("benchmarks", ("runner.benchmarks.*",)),
+    ("network", ("runner.network.*",)),
     ("episode VM", ("runner.vm.*",)),
     ("agents and MCP", ("runner.agents.*", "runner.mcp.*")),
     ("run records", ("runner.records.*",)),

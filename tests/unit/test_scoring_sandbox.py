@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (scripts/setup-host.sh)")
 
-FAKE_INIT = "from .fake import exact, evaluates, writes_home, connects, spins, hogs, reads_host, uses_left_out, lengths\n"
+FAKE_INIT = ("from .fake import exact, evaluates, writes_home, connects, spins, hogs, reads_host, uses_left_out, "
+             "lengths, dated\n")
 FAKE_METRICS = '''
 import os, socket, time
 import easyocr  # left out of the scoring venv: importing it works, using it fails the metric
@@ -58,6 +60,11 @@ def reads_host(result, expected):
 
 def uses_left_out(result, expected=None):
     return easyocr.Reader(["en"])
+
+def dated(result, expected):
+    # as a metric that checks a file was "saved today" does
+    import datetime
+    return 1.0 if datetime.date.today().isoformat() == expected["date"] else 0.0
 '''
 
 
@@ -81,9 +88,9 @@ def collected(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def score(fake_package, evaluator, collected_dir=None, assets=None, limits=None):
+def score(fake_package, evaluator, collected_dir=None, assets=None, limits=None, clock=None):
     return run_scorer(SYSTEM_PYTHON, fake_package, evaluator, collected_dir, assets or {}, ("easyocr",),
-                      limits or Limits(wall_s=60))
+                      limits or Limits(wall_s=60), clock=clock)
 
 
 def test_a_metric_scores_what_the_collector_gathered(tmp_path, fake_package):
@@ -204,3 +211,12 @@ def test_a_metric_that_prints_without_end_costs_the_host_no_memory(tmp_path, fak
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert got.score == 1.0, got
     assert grown_mib < 100, f"the host's peak memory grew by {grown_mib:.0f} MiB reading 400 MiB of output"
+
+
+def test_a_metric_reads_the_tasks_frozen_clock_as_today(fake_package):
+    """The guest saw the task's instant; a metric that checks "saved today" must see it too."""
+    frozen = datetime(2031, 3, 7, 23, 59, 30, tzinfo=UTC)
+    evaluator = {"func": "dated", "result": {"type": "rule", "rules": {}},
+                 "expected": {"type": "rule", "rules": {"date": "2031-03-07"}}}
+    assert score(fake_package, evaluator, clock=frozen).score == 1.0
+    assert score(fake_package, evaluator).score == 0.0, "without a clock the metric runs at the host's time"

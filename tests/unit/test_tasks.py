@@ -2,11 +2,13 @@
 
 import re
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from runner.errors import UsageError
+from runner.tasks.lint import lint_suite
 from runner.tasks.model import SUITES_DIR, load_suite
 
 TASK_YAML = """id: {id}
@@ -166,3 +168,44 @@ def test_every_broken_task_of_a_suite_is_named_at_once_in_plain_words(tmp_path):
     assert "field 'write_set.allw' is not a field here: did you mean 'allow'?" in message
     assert "Input should be" not in message and "Value error" not in message
     assert "tasks lint" in info.value.fix
+
+
+def test_a_frozen_clock_is_read_as_an_instant_in_utc(tmp_path):
+    make_task(tmp_path, "z", yaml=TASK_YAML.format(id="z") + "clock: 2026-01-15T10:00:00Z\n")
+    make_task(tmp_path, "offset", yaml=TASK_YAML.format(id="offset") + "clock: 2026-01-15T11:00:00+01:00\n")
+    make_task(tmp_path, "none")
+    clocks = {t.id: t.spec.clock for t in load_suite(str(tmp_path)).tasks}
+    assert clocks == {"z": datetime(2026, 1, 15, 10, tzinfo=UTC), "offset": datetime(2026, 1, 15, 10, tzinfo=UTC),
+                      "none": None}
+    assert clocks["offset"].utcoffset() == timedelta(0)
+
+
+def test_a_clock_without_its_timezone_is_refused(tmp_path):
+    make_task(tmp_path, "naive", yaml=TASK_YAML.format(id="naive") + "clock: 2026-01-15T10:00:00\n")
+    with pytest.raises(UsageError, match=r"naive/task.yaml: field 'clock': .*with its timezone"):
+        load_suite(str(tmp_path))
+
+
+def test_a_suites_clock_is_every_tasks_unless_the_task_sets_its_own(tmp_path):
+    make_task(tmp_path, "own", yaml=TASK_YAML.format(id="own") + "clock: 2030-06-01T00:00:00Z\n")
+    make_task(tmp_path, "plain")
+    before = load_suite(str(tmp_path)).content_hash()
+    (tmp_path / "suite.yaml").write_text("clock: 2026-01-15T10:00:00Z\n")
+    suite = load_suite(str(tmp_path))
+    assert {t.id: t.spec.clock.year for t in suite.tasks} == {"own": 2030, "plain": 2026}
+    assert suite.content_hash() != before, "suite.yaml is part of what the suite is"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("clock: 2026-01-15T10:00:00\n", "timezone"),
+    ("clok: 2026-01-15T10:00:00Z\n", "clok"),
+    ("- a list\n", "expected a mapping"),
+])
+def test_a_bad_suite_yaml_is_refused_naming_it(tmp_path, text, message):
+    make_task(tmp_path, "plain")
+    (tmp_path / "suite.yaml").write_text(text)
+    with pytest.raises(UsageError, match=message) as raised:
+        load_suite(str(tmp_path))
+    assert "suite.yaml" in raised.value.message
+    _checked, problems = lint_suite(str(tmp_path))
+    assert [p.path.name for p in problems if p.path.name == "suite.yaml"] == ["suite.yaml"]

@@ -1,0 +1,225 @@
+"""The recording proxy, for real (mitmproxy in its own venv, in the tests' cache), with loopback
+web servers playing the internet under names the runner maps, and a hostile client playing the
+guest: it may reach allowed origins over HTTP and HTTPS and nothing else, and replay answers from
+the cassette alone."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import ssl
+import threading
+import urllib.request
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from loopback_http import LoopbackHTTP, QuietHandler
+
+from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
+
+HUGE = 20 * 2**20  # past the proxy's body limit (16 MiB)
+
+
+class Site(QuietHandler):
+    """The stand-in internet: /hello, /counter (another answer each time), /huge, and an echo of POSTs."""
+
+    hits = 0
+    posted = 0
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        Site.hits += 1
+        if self.path == "/huge":
+            self.send_response(200)
+            self.send_header("Content-Length", str(HUGE))
+            self.end_headers()
+            chunk = b"x" * 2**20
+            try:
+                for _ in range(HUGE // len(chunk)):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            return
+        body = f"answer {Site.hits}" if self.path == "/counter" else f"hello from {self.headers['Host']}"
+        self.reply(body.encode(), "text/plain")
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        Site.posted += 1
+        length = int(self.headers.get("Content-Length", 0))
+        self.reply(b"got %d bytes" % len(self.rfile.read(length)))
+
+
+def leaf_for(ca_dir: Path, name: str, folder: Path) -> tuple[Path, Path]:
+    """A certificate for NAME signed by the CA in CA_DIR: the HTTPS stand-in's."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    pem = (ca_dir / "mitmproxy-ca.pem").read_bytes()
+    ca_key = serialization.load_pem_private_key(pem, None)
+    ca_cert = x509.load_pem_x509_certificate(pem)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+class LoopbackHTTPS(LoopbackHTTP):
+    def __init__(self, cert: Path, key: Path) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.fixture(scope="module")
+def internet(tmp_path_factory):
+    """An HTTP site (plain.test) and an HTTPS site (example.test) on loopback, its CA apart from the run's."""
+    folder = tmp_path_factory.mktemp("internet")
+    make_run_ca(folder / "ca", "stand-in internet CA")
+    cert, key = leaf_for(folder / "ca", "example.test", folder)
+    with LoopbackHTTP(Site) as plain, LoopbackHTTPS(cert, key) as secure:
+        yield {"plain.test": ("127.0.0.1", plain.server.server_address[1]),
+               "example.test": ("127.0.0.1", secure.server.server_address[1]),
+               "upstream_ca": folder / "ca" / "mitmproxy-ca-cert.pem"}
+
+
+@pytest.fixture(scope="module")
+def mitmdump(settings):
+    return proxy_env(settings.cache_dir)
+
+
+@pytest.fixture(scope="module")
+def run_ca(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run-ca")
+    make_run_ca(folder)
+    return folder
+
+
+def start(mitmdump, run_ca, folder, internet, mode="live", cassette=None, allow=("https://example.test:443",
+                                                                                "http://plain.test:80")):
+    mapped = {"example.test": internet["example.test"], "plain.test": internet["plain.test"]}
+    # The guest asks for example.test:443 and plain.test:80; the runner maps those names to the stand-ins.
+    return EpisodeProxy(mitmdump, run_ca, folder, ProxyConfig(allow=allow, mapped=mapped, mode=mode, cassette=cassette,
+                                                              upstream_ca=internet["upstream_ca"]))
+
+
+@pytest.fixture(scope="module")
+def proxy(mitmdump, run_ca, internet, tmp_path_factory):
+    with start(mitmdump, run_ca, tmp_path_factory.mktemp("episode"), internet) as p:
+        yield p
+
+
+def fetch(proxy, url, run_ca, data=None, headers=None) -> tuple[int, bytes]:
+    context = ssl.create_default_context(cafile=str(run_ca / "mitmproxy-ca-cert.pem"))
+    proxies = {"http": f"http://127.0.0.1:{proxy.port}", "https": f"http://127.0.0.1:{proxy.port}"}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies), urllib.request.HTTPSHandler(context=context))
+    try:
+        with opener.open(urllib.request.Request(url, data=data, headers=headers or {}), timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def raw(proxy, request: bytes) -> bytes:
+    """REQUEST sent to the proxy as bytes, as a hostile guest may: the first 64 KiB of the answer."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+        s.sendall(request)
+        answer = b""
+        try:
+            while len(answer) < 65536 and (chunk := s.recv(65536)):
+                answer += chunk
+                s.settimeout(1)  # the answer has begun: what follows comes at once, or the proxy holds it open
+        except TimeoutError:
+            pass
+        return answer
+
+
+def refusals(proxy) -> list[str]:
+    return [e["reason"] for e in proxy.entries() if e["verdict"] == "refused"]
+
+
+def test_an_allowed_origin_is_reached_over_https_and_http_through_the_run_ca(proxy, run_ca):
+    assert fetch(proxy, "https://example.test/hello", run_ca) == (200, b"hello from example.test")
+    assert fetch(proxy, "http://plain.test/hello", run_ca) == (200, b"hello from plain.test")
+    allowed = [e["url"] for e in proxy.entries() if e["verdict"] == "allowed"]
+    assert "https://example.test/hello" in allowed and "http://plain.test/hello" in allowed
+
+
+def test_a_connect_to_loopback_or_any_address_is_refused(proxy):
+    for target in (b"127.0.0.1:22", b"127.1:22", b"[::1]:22", b"2130706433:22", b"10.0.2.2:22"):
+        answer = raw(proxy, b"CONNECT " + target + b" HTTP/1.1\r\nHost: " + target + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403"), (target, answer[:200])
+        assert b"is an address, not a name" in answer
+    assert sum("an address, not a name" in r for r in refusals(proxy)) >= 5
+
+
+def test_a_connect_to_a_name_outside_the_origins_or_to_the_hosts_ports_is_refused(proxy):
+    answer = raw(proxy, b"CONNECT localhost:22 HTTP/1.1\r\nHost: localhost:22\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"outside the allowed origins" in answer
+    answer = raw(proxy, b"CONNECT example.test:22 HTTP/1.1\r\nHost: example.test:22\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403"), "an allowed name on another port is another origin"
+
+
+def test_an_absolute_url_to_loopback_is_refused(proxy):
+    port = str(proxy.port).encode()
+    answer = raw(proxy, b"GET http://127.0.0.1:" + port + b"/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"an address, not a name" in answer
+
+
+def test_a_host_header_that_lies_is_refused(proxy, run_ca):
+    answer = raw(proxy, b"GET http://plain.test/hello HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403") and b"Host header" in answer
+    # Inside an allowed HTTPS tunnel too.
+    status, body = fetch(proxy, "https://example.test/hello", run_ca, headers={"Host": "internal.test"})
+    assert status == 403 and b"the Host header names 'internal.test'" in body
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_where_it_leads(mitmdump, run_ca, internet, tmp_path):
+    """localhost is a name, allowed here by its origin; where it leads is loopback, so no connection."""
+    with start(mitmdump, run_ca, tmp_path, internet, allow=("http://localhost:80",)) as p:
+        answer = raw(p, b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 502"), answer[:200]
+        assert any("resolves to 127.0.0.1" in r or "resolves to ::1" in r for r in refusals(p)), p.entries()
+
+
+def test_a_huge_request_or_response_is_refused_not_buffered(proxy, run_ca):
+    posted = Site.posted
+    head = b"POST http://plain.test/upload HTTP/1.1\r\nHost: plain.test\r\nContent-Length: %d\r\n\r\n" % HUGE
+    try:
+        answer = raw(proxy, head + b"y" * HUGE)
+    except ConnectionResetError:
+        answer = b""  # the proxy answered 413 and closed while the upload went on
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert Site.posted == posted, "the huge request reached the site"
+    assert fetch(proxy, "http://plain.test/upload", run_ca, data=b"small")[0] == 200
+    status, _body = fetch(proxy, "http://plain.test/huge", run_ca)
+    assert status == 502
+
+
+def test_record_then_replay_gives_the_same_bytes_and_never_goes_out(mitmdump, run_ca, internet, tmp_path):
+    cassette = tmp_path / "cassette.jsonl"
+    with start(mitmdump, run_ca, tmp_path / "record", internet, mode="record", cassette=cassette) as p:
+        recorded = fetch(p, "https://example.test/counter", run_ca)
+        assert recorded[0] == 200
+    hits = Site.hits
+    for attempt in ("first", "second"):
+        with start(mitmdump, run_ca, tmp_path / attempt, internet, mode="replay", cassette=cassette) as p:
+            assert fetch(p, "https://example.test/counter", run_ca) == recorded
+            status, body = fetch(p, "https://example.test/not-recorded", run_ca)
+            assert status == 404 and b"not in the cassette" in body
+            assert [e["verdict"] for e in p.entries()] == ["replayed", "missed"]
+    assert Site.hits == hits, "a replay reached the stand-in internet"
+    assert all(json.loads(line)["key"].startswith("GET https://example.test/counter ")
+               for line in cassette.read_text().splitlines())
