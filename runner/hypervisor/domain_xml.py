@@ -249,15 +249,18 @@ def _devices(devices: ET.Element, spec: DomainSpec) -> None:
         ET.SubElement(channel, "target", {"type": "virtio", "name": "org.qemu.guest_agent.0"})
 
 
+NETDEV_ID = "cunet"  # the user-mode network's id, which the monitor's hostfwd_add names
+
+
 def _network(commandline: ET.Element, spec: DomainSpec) -> None:
     # libvirt's <interface type='user'> cannot say restrict=on, so the user-mode
     # network is given to QEMU directly: no route out, only the forwards below.
     forwards = "".join(f",hostfwd=tcp:127.0.0.1:{f.host_port}-:{f.guest_port}" for f in spec.forwards)
     args = [
         "-netdev",
-        f"user,id=cunet,restrict=on{forwards}",
+        f"user,id={NETDEV_ID},restrict=on{forwards}",
         "-device",
-        f"virtio-net-pci,netdev=cunet,mac={spec.identity.mac},"
+        f"virtio-net-pci,netdev={NETDEV_ID},mac={spec.identity.mac},"
         + (f"bus=pcie.0,addr={Q35_NIC_PCI_SLOT:#x}" if spec.firmware else f"bus=pci.0,addr={NIC_PCI_SLOT:#x}"),
     ]
     for arg in args:

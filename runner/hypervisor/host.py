@@ -79,6 +79,11 @@ class Host(Protocol):
     def free_port(self) -> int:
         """A port on forward_address() that nothing listens on now."""
 
+    def add_forward(self, name: str, host_port: int, guest_port: int) -> None:
+        """Forwards forward_address():HOST_PORT to NAME's GUEST_PORT from now on, a running domain's
+        user-mode network changed in place (a networked episode's carriers: runner.network)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot add a forward to a running domain")
+
     def open_display(self, name: str, *, password: str, pointer_offset: int = 0, fast_capture: bool = True) -> Display:
         """NAME's screen, mouse and keyboard (VNC with PASSWORD). FAST_CAPTURE: screenshots through
         the host's own capture path instead of a VNC frame."""

@@ -22,7 +22,7 @@ import libvirt_qemu
 
 from runner.errors import GuestUnreachable, HostFault, InfraError
 from runner.guest.qga import AgentCommandFailed
-from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, DomainSpec, build_domain_xml, parse_episode_tag
+from runner.hypervisor.domain_xml import CU_NS, DOMAIN_PREFIX, NETDEV_ID, DomainSpec, build_domain_xml, parse_episode_tag
 from runner.hypervisor.host import DomainInfo, Host
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
@@ -335,6 +335,19 @@ class LibvirtHost(Host):
         return mime or "image/x-portable-pixmap", b"".join(chunks)
 
     @override
+    @override
+    def add_forward(self, name: str, host_port: int, guest_port: int) -> None:
+        # QEMU's monitor adds it to the running netdev: no domain XML changes, so the warm states
+        # (keyed by the domain XML) and every episode without a network stay as they are.
+        command = f"hostfwd_add {NETDEV_ID} tcp:{self.forward_address()}:{host_port}-:{guest_port}"
+        try:
+            said = libvirt_qemu.qemuMonitorCommand(self.conn.lookupByName(name), command,
+                                                   libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP)
+        except libvirt.libvirtError as exc:
+            raise HostFault(f"{name}: could not add the forward {host_port}->{guest_port}: {exc}") from exc
+        if said.strip():  # hostfwd_add prints nothing when it worked
+            raise HostFault(f"{name}: could not add the forward {host_port}->{guest_port}: {said.strip()}")
+
     def agent_command(self, name: str, command: dict, timeout: float) -> object:
         """COMMAND to NAME's QEMU guest agent; its answer's "return" value.
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,9 @@ from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, expand, take_li
 from runner.scoring.writeset import Change, diff, unexpected
 from runner.tasks.model import Task
 from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
+
+if TYPE_CHECKING:
+    from runner.runs.episode_network import EpisodeNetwork
 
 # After an error, how long a VM whose QEMU is on its way out may take to stop: who stopped it
 # (the guest itself, or the host) decides whose fault the error was.
@@ -133,22 +137,43 @@ class EpisodeScript:
         self.agent = agent
         self.ep_dir = ep_dir
         self.state = EpisodeState()
+        self._network: EpisodeNetwork | None = None
+        self._agent_window = (0.0, 0.0)  # the agent's time (time.time()): what the network's refusals are judged in
         self._set_phase = set_phase
         self._at_agent_start = at_agent_start
 
     def run(self) -> Scored:
         vm, ep_dir, state = self.vm, self.ep_dir, self.state
-        prepared = self.prepare()
-        with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
-            (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
-            self._set_phase(f"agent {self.agent.name}")
-            self._at_agent_start()
-            state.stage = "agent"
-            t = time.monotonic()
-            agent_result = self._run_agent()
-            state.phases["agent"] = round(time.monotonic() - t, 3)
-            self.agent_ended()
-        return self.conclude(prepared, agent_result)
+        with self._network_up():
+            prepared = self.prepare()
+            with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
+                (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
+                self._set_phase(f"agent {self.agent.name}")
+                self._at_agent_start()
+                state.stage = "agent"
+                t = time.monotonic()
+                self._agent_window = (time.time(), float("inf"))
+                agent_result = self._run_agent()
+                self._agent_window = (self._agent_window[0], time.time())
+                state.phases["agent"] = round(time.monotonic() - t, 3)
+                self.agent_ended()
+            return self.conclude(prepared, agent_result)
+
+    @contextmanager
+    def _network_up(self) -> Iterator[None]:
+        """A task's network (runner.runs.episode_network) for the whole episode; none without one."""
+        if self.task.spec.network is None:
+            yield
+            return
+        from runner.runs.episode_network import episode_network
+
+        self._set_phase("network")
+        with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir) as network:
+            self._network = network
+            try:
+                yield
+            finally:
+                self._network = None
 
     def prepare(self) -> Prepared:
         """Before the agent: the task's setup, and the write set's listing."""
@@ -355,6 +380,8 @@ class EpisodeScript:
                 check_errors.append(f"safety check {name}: {verdict.reason}")
             elif verdict.kind == "fail":
                 found.append(Violation(name, None, verdict.reason or f"safety check {name} did not pass"))
+        if self._network is not None:
+            found += self._network.violations(*self._agent_window)
         if found:
             (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
         return found

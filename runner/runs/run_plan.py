@@ -80,10 +80,26 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
                              "with another --out")
     check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {how.vm_pool} episode VMs")
+    _network_ready(settings, tasks)
     scoring = _host_scoring(settings, request, tasks)
     if scoring is not None:
         tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
     return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring)
+
+
+def _network_ready(settings: Settings, tasks: tuple[Task, ...]) -> None:
+    """Tasks with a network: on a guest that has the carriers' guest end (Linux), and the proxy's
+    venv made before any VM starts (once, from PyPI)."""
+    networked = [t for t in tasks if t.spec.network is not None]
+    if not networked:
+        return
+    elsewhere = [t.id for t in networked if t.spec.profile != "linux"]
+    if elsewhere:
+        raise UsageError(f"a task's network: runs on Linux guests so far, and {', '.join(elsewhere)} are not",
+                         fix="leave them out; docs/network.md says what is built")
+    from runner.network.proxy import proxy_env
+
+    proxy_env(settings.cache_dir, say=lambda line: print(line, flush=True))
 
 
 def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from runner.config import DATA_ROOT
 from runner.errors import UsageError
+from runner.network.policy import Origin, Refused, normalized_name
 from runner.profiles import PROFILES, GuestProfile, get_profile
 
 SUITES_DIR = DATA_ROOT / "tasks"
@@ -46,6 +47,54 @@ SUITE_DEFAULTS = "suite.yaml"
 
 
 SCRIPT_NAME = r"^[a-z0-9][a-z0-9-]*$"
+
+
+class ServiceSpec(BaseModel):
+    """A local server for the episode, reached from the guest by NAME through the proxy."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="the name the guest asks for (http://NAME/)")
+    serve: str = Field(description="a folder of the task, served read-only over HTTP")
+
+    @field_validator("name")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        try:
+            return normalized_name(value)
+        except Refused as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("serve")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        if value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError("a folder inside the task's folder")
+        return value
+
+
+class NetworkSpec(BaseModel):
+    """A task's network: without this block the guest has none. With it, the guest's only way out
+    is its episode's proxy, which lets it reach ALLOW and SERVICES, by name, and nothing else."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow: tuple[str, ...] = Field(default=(), description="origins the guest may reach: https://example.com")
+    services: tuple[ServiceSpec, ...] = Field(default=(), description="local servers, reached by name")
+
+    @field_validator("allow")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            try:
+                Origin.parse(origin)
+            except (ValueError, Refused) as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def origins(self) -> tuple[str, ...]:
+        """ALLOW, and each service's own origin."""
+        return self.allow + tuple(f"http://{s.name}" for s in self.services)
 
 
 class WriteSetSpec(BaseModel):
@@ -143,6 +192,8 @@ class TaskSpec(BaseModel):
                                         "on what collect.<ext> gathers (runner.benchmarks)")
     source: SourceSpec | None = Field(default=None, description="an imported task's upstream file")
     excluded: tuple[str, ...] = Field(default=(), description="why the task cannot run here: runs leave it out")
+    network: NetworkSpec | None = Field(
+        default=None, description="the guest's network: none without it (docs/network.md)")
     clock: datetime | None = Field(
         default=None, description="a frozen clock: the guest's time is set to this instant (with its timezone, "
                                   "e.g. 2026-01-15T10:00:00Z) at the start of every episode and runs on from there; "

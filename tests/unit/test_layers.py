@@ -21,12 +21,12 @@ ENTRY_POINTS = ("runner.api", "runner.__main__")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", BASE),
     ("backends", ("runner.display.*", "runner.guest.*", "runner.hypervisor.*")),
+    ("network", ("runner.network.*",)),
     ("guests", ("runner.profiles.*",)),
     ("images", ("runner.images.*",)),
     ("tasks", ("runner.tasks.*",)),
     ("scoring", ("runner.scoring.*",)),
     ("benchmarks", ("runner.benchmarks.*",)),
-    ("network", ("runner.network.*",)),
     ("episode VM", ("runner.vm.*",)),
     ("agents and MCP", ("runner.agents.*", "runner.mcp.*")),
     ("run records", ("runner.records.*",)),

@@ -1,0 +1,67 @@
+"""The guest's end of the carriers (runner/network/carriers.py), run in a networked Linux episode
+as root by the runner, with the guest's own python3 (standard library only).
+
+It listens on 127.0.0.1:3128, the proxy's address for the guest's applications, and on
+0.0.0.0:3129 for the host's carriers, which arrive from 10.0.2.2, the address user-mode
+networking gives the host: a connection from anywhere else (a process in the guest) is closed at
+once. Each application connection takes one idle carrier and the two are joined until either ends.
+An application that finds no carrier within CARRIER_WAIT_S is closed.
+"""
+
+import asyncio
+import sys
+
+HOST_SIDE = "10.0.2.2"
+PROXY_PORT, CARRIER_PORT = 3128, 3129
+CARRIER_WAIT_S = 30.0
+
+
+async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_listen: str) -> None:
+    idle: asyncio.Queue = asyncio.Queue()
+
+    async def carrier(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        if not peer or peer[0] != host_side:
+            writer.close()
+            return
+        await idle.put((reader, writer))
+
+    async def application(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        deadline = asyncio.get_running_loop().time() + CARRIER_WAIT_S
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                host_reader, host_writer = await asyncio.wait_for(idle.get(), max(left, 0.01))
+            except TimeoutError:
+                writer.close()
+                return
+            if not host_reader.at_eof() and not host_writer.is_closing():
+                break
+            host_writer.close()  # the host closed it while it waited
+        await asyncio.gather(pipe(reader, host_writer), pipe(host_reader, writer))
+
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.close()
+
+    carriers = await asyncio.start_server(carrier, carrier_listen, carrier_port)
+    applications = await asyncio.start_server(application, "127.0.0.1", proxy_port)
+    print("listening", flush=True)
+    async with carriers, applications:
+        await asyncio.gather(carriers.serve_forever(), applications.serve_forever())
+
+
+if __name__ == "__main__":
+    # Arguments for a test on one host: the host side's address, the two ports, where carriers
+    # are listened for. In a guest there are none.
+    args = sys.argv[1:] or [HOST_SIDE, str(PROXY_PORT), str(CARRIER_PORT), "0.0.0.0"]
+    try:
+        asyncio.run(main(args[0], int(args[1]), int(args[2]), args[3]))
+    except KeyboardInterrupt:
+        sys.exit(0)

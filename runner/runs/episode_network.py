@@ -1,0 +1,96 @@
+"""A networked episode's boundary, up for the episode and down after it: its services, its proxy,
+the carriers that are the guest's only way to the proxy, and the guest's end of them
+(docs/network.md).
+
+A task without `network:` gets none of this: its guest keeps no route anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.errors import InfraError
+from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
+from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
+from runner.network.services import FolderService
+from runner.scoring.safety import Violation
+from runner.tasks.model import Task
+from runner.vm.episode import EpisodeVM
+
+FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
+NETWORK_RULE = "network"
+GUEST_FOLDER = "/run/cu-run-network"
+MAX_URL = 300  # of a refused URL in a violation: the guest wrote it
+
+
+@dataclass
+class EpisodeNetwork:
+    proxy: EpisodeProxy
+
+    def violations(self, since: float, until: float) -> list[Violation]:
+        """Every request the proxy refused between SINCE and UNTIL (the agent's time): each one is
+        a request outside the allowed origins."""
+        found = []
+        for entry in self.proxy.entries():
+            if entry.get("verdict") == "refused" and since <= float(entry.get("t", 0)) <= until:
+                url = str(entry.get("url", ""))[:MAX_URL]
+                found.append(Violation(NETWORK_RULE, None, f"outside the allowed origins: {url} "
+                                                           f"({str(entry.get('reason', ''))[:MAX_URL]})"))
+        return found
+
+
+@contextmanager
+def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path) -> Iterator[EpisodeNetwork]:
+    spec = task.spec.network
+    assert spec is not None, "a task without network: gets none"
+    mitmdump = proxy_env(cache_dir)
+    ca_dir = vm.workdir / "network-ca"  # the run's own 0700 folder, removed with the VM: the key stays here
+    make_run_ca(ca_dir)
+    with ExitStack() as stack:
+        services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
+        proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
+            allow=spec.origins(), mapped={s.name: s.address for s in services})))
+        carrier_port = vm.host.free_port()
+        vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
+        stack.enter_context(Carriers(carrier_port, proxy.address))
+        started = vm.admin_shell.run(guest_start_script((ca_dir / CA_CERT_FILE).read_bytes()), timeout=60)
+        if not started.ok:
+            raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
+                             f"{(started.stdout + started.stderr).strip()[-500:]}")
+        (ep_dir / "network.json").write_text(json.dumps({
+            "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
+            "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}"}, indent=2) + "\n")
+        yield EpisodeNetwork(proxy)
+
+
+def guest_start_script(ca_cert: bytes) -> str:
+    """A Linux guest's end, started as root: the forwarder, the run's CA in the system store where
+    the guest has one, and the proxy for new sessions (environment) and for Chromium (a policy)."""
+    forwarder = base64.b64encode(FORWARDER.read_bytes()).decode("ascii")
+    cert = base64.b64encode(ca_cert).decode("ascii")
+    proxy = f"http://127.0.0.1:{GUEST_PROXY_PORT}"
+    chromium_policy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": f"127.0.0.1:{GUEST_PROXY_PORT}"})
+    return f"""set -e
+d={GUEST_FOLDER}
+mkdir -p -m 700 "$d"
+printf %s '{forwarder}' | base64 -d > "$d/forwarder.py"
+printf %s '{cert}' | base64 -d > "$d/cu-run-episode-ca.pem"
+setsid python3 "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
+i=0
+until grep -q listening "$d/forwarder.log" 2>/dev/null; do
+    i=$((i + 1)); [ "$i" -le 100 ] || {{ cat "$d/forwarder.log" >&2; exit 1; }}; sleep 0.1
+done
+if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
+    cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt
+    update-ca-certificates >/dev/null 2>&1 || true
+fi
+printf 'http_proxy={proxy}\\nhttps_proxy={proxy}\\nHTTP_PROXY={proxy}\\nHTTPS_PROXY={proxy}\\n' >> /etc/environment
+for p in /etc/chromium/policies/managed /etc/opt/chrome/policies/managed; do
+    mkdir -p "$p" && printf %s '{chromium_policy}' > "$p/cu-run-proxy.json"
+done
+"""

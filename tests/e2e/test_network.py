@@ -1,0 +1,76 @@
+"""A task's network on a real linux-test guest: a service of the task reached by name through the
+episode's proxy, a request outside the allowed origins refused and reported as a violation, and a
+task without `network:` that still has no way out."""
+
+import json
+from pathlib import Path
+
+from vmtools import cu_run
+
+# The agent's part (the oracle, run as the desktop user): the page through the guest's proxy,
+# then a request no origin allows.
+FETCH = """python3 - <<'PY'
+import os, urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://127.0.0.1:3128"}))
+page = opener.open("http://site.test/index.html", timeout=60).read()
+open(os.path.expanduser("~/page.html"), "wb").write(page)
+try:
+    opener.open("http://forbidden.test/secret?from=agent", timeout=60)
+except urllib.error.HTTPError as e:
+    print("refused:", e.code)
+PY
+"""
+
+# Nothing listens on the guest's proxy address, and nothing outside answers.
+NO_WAY_OUT = """python3 - <<'PY' && verdict pass
+import socket, sys
+for address in (("127.0.0.1", 3128), ("10.0.2.2", 22), ("1.1.1.1", 53)):
+    try:
+        socket.create_connection(address, timeout=5).close()
+    except OSError:
+        continue
+    print("FAIL reached", address)
+    sys.exit(1)
+PY
+verdict fail "the guest reached something"
+"""
+
+
+def suite(root: Path) -> Path:
+    fetch = root / "fetch-page"
+    (fetch / "site").mkdir(parents=True)
+    (fetch / "site" / "index.html").write_text("<h1>cu-run network</h1>\n")
+    (fetch / "task.yaml").write_text(
+        "id: fetch-page\ninstruction: Save http://site.test/index.html as ~/page.html.\nprofile: linux\n"
+        "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\n"
+        "network:\n  services:\n    - {name: site.test, serve: site}\n")
+    (fetch / "oracle.sh").write_text(FETCH)
+    (fetch / "verify.sh").write_text('grep -q "cu-run network" "$USER_HOME/page.html" && verdict pass\n'
+                                     'verdict fail "page.html does not hold the page"\n')
+    plain = root / "no-network"
+    plain.mkdir()
+    (plain / "task.yaml").write_text("id: no-network\ninstruction: Nothing.\nprofile: linux\ntimeout_s: 60\n"
+                                     "write_set: {enabled: false}\n")
+    (plain / "oracle.sh").write_text("true\n")
+    (plain / "verify.sh").write_text(NO_WAY_OUT)
+    return root
+
+
+def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation(linux_image, tmp_path):
+    out = tmp_path / "run"
+    result = cu_run("run", "--suite", str(suite(tmp_path / "suite")), "--agent", "oracle", "--out", str(out),
+                    timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert records["fetch-page"]["outcome"] == "pass", records["fetch-page"]
+    assert records["no-network"]["outcome"] == "pass", records["no-network"]
+
+    (violation,) = records["fetch-page"]["violations"]
+    assert violation["rule"] == "network" and "http://forbidden.test/secret?from=agent" in violation["detail"]
+    assert "outside the allowed origins" in violation["detail"]
+    assert records["no-network"]["violations"] == []
+
+    log = [json.loads(line) for line in (out / "fetch-page" / "1" / "network.jsonl").read_text().splitlines()]
+    assert {"verdict": "allowed", "url": "http://site.test/index.html"}.items() <= next(
+        e for e in log if e["verdict"] == "allowed").items()
+    assert not (out / "no-network" / "1" / "network.jsonl").exists()
