@@ -36,6 +36,15 @@ class Gate(StrEnum):
     stable = "stable"
 
 
+class NetMode(StrEnum):
+    """--net: how a networked task's proxy answers: live (the allowed origins themselves), record
+    (live, each episode's answers written to its cassette), replay (the task's cassette alone)."""
+
+    live = "live"
+    record = "record"
+    replay = "replay"
+
+
 Choice = TypeVar("Choice", bound=StrEnum)
 
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from runner.choices import AccelChoice, StartChoice
+from runner.choices import AccelChoice, NetMode, StartChoice
 from runner.console import make_console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -95,6 +95,9 @@ StartOpt = Annotated[StartChoice, typer.Option("--start", help="warm (restore a 
                                                      "warm when every slot has a valid state")]
 
 
+NetOpt = Annotated[NetMode, typer.Option(
+    "--net", help="a networked task's proxy: live (its allowed origins), record (live, each episode's answers to its "
+                  "cassette.jsonl) or replay (the task's cassette alone, air-gapped) (docs/network.md)")]
 LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
 LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
 LiveHostOpt = Annotated[str, typer.Option("--live-host",

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runner.choices import AccelChoice, Gate, StartChoice
+from runner.choices import AccelChoice, Gate, NetMode, StartChoice
 from runner.cli.options import (
     _comma_list,
     _key_values,
@@ -27,6 +27,7 @@ from runner.cli.options import (
     LiveControlOpt,
     LiveHostOpt,
     LiveOpt,
+    NetOpt,
     LivePortOpt,
     OutOpt,
     PoolOpt,
@@ -66,6 +67,7 @@ def run(
     agent_script: Annotated[str, typer.Option(
         "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
     record: RecordOpt = False,
+    net: NetOpt = NetMode.live,
     gate: Annotated[Gate, typer.Option(
         "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = Gate.all,
     accel: AccelOpt = AccelChoice.auto,
@@ -102,7 +104,7 @@ def run(
                        record=record, cluster=cluster, selection=selection, mcp_server=mcp_server,
                        mcp_server_url=mcp_server_url, live=live, live_port=live_port, live_host=live_host,
                        live_control=live_control, model=model, agent_env=_key_values(agent_env or []),
-                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators)
+                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators, net=net)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -122,6 +124,7 @@ def validate(
     accel: AccelOpt = AccelChoice.auto,
     start: StartOpt = StartChoice.auto,
     record: RecordOpt = False,
+    net: NetOpt = NetMode.live,
     cluster: ClusterOpt = None,
     selection: SelectionOpt = None,
     live: LiveOpt = False,
@@ -136,7 +139,8 @@ def validate(
 
     found = validate_suite(suite, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), out=out,
                            cache_dir=cache_dir, libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials,
-                           image=image, accel=accel, start=start, record=record, cluster=cluster, selection=selection,
+                           image=image, accel=accel, start=start, record=record, net=net, cluster=cluster,
+                           selection=selection,
                            live=live, live_port=live_port, live_host=live_host, live_control=live_control,
                            assets=assets, evaluators=evaluators)
     raise typer.Exit(found.exit_code)

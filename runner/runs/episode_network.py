@@ -8,13 +8,15 @@ A task without `network:` gets none of this: its guest keeps no route anywhere.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import InfraError
+from runner.choices import NetMode
+from runner.errors import InfraError, UsageError
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.services import FolderService
@@ -44,17 +46,28 @@ class EpisodeNetwork:
         return found
 
 
+CASSETTE = "cassette.jsonl"  # what --net record writes in each episode's folder
+
+
 @contextmanager
-def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path) -> Iterator[EpisodeNetwork]:
+def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
+                    mode: NetMode = NetMode.live) -> Iterator[EpisodeNetwork]:
+    """TASK's network for the episode on VM. MODE: live, record (the answers to ep_dir/cassette.jsonl)
+    or replay (the task's cassette alone: no service runs, nothing is connected to)."""
     spec = task.spec.network
     assert spec is not None, "a task without network: gets none"
     mitmdump = proxy_env(cache_dir)
     ca_dir = vm.workdir / "network-ca"  # the run's own 0700 folder, removed with the VM: the key stays here
     make_run_ca(ca_dir)
     with ExitStack() as stack:
-        services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
+        if mode == NetMode.replay:
+            services: list[FolderService] = []
+            cassette: Path | None = replay_cassette(task)
+        else:
+            services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
+            cassette = ep_dir / CASSETTE if mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
-            allow=spec.origins(), mapped={s.name: s.address for s in services})))
+            allow=spec.origins(), mapped={s.name: s.address for s in services}, mode=str(mode), cassette=cassette)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
         stack.enter_context(Carriers(carrier_port, proxy.address))
@@ -63,9 +76,28 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path) ->
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
         (ep_dir / "network.json").write_text(json.dumps({
-            "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
+            "mode": str(mode), "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
+            "cassette": str(cassette) if cassette else None,
             "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}"}, indent=2) + "\n")
         yield EpisodeNetwork(proxy)
+
+
+def replay_cassette(task: Task) -> Path:
+    """The cassette TASK replays from; UsageError when it has none (checked before any VM starts)."""
+    spec = task.spec.network
+    path = task.folder / spec.replay if spec is not None and spec.replay else None
+    if path is None or not path.is_file():
+        raise UsageError(f"--net replay: task {task.id} has no cassette to replay"
+                         + (f" ({path} is not a file)" if path is not None else ""),
+                         fix="record one with --net record, then name it in the task's network: replay:")
+    return path
+
+
+def cassette_hashes(tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
+    """run.json's record of what a replay answered from: each networked task's cassette, by sha256."""
+    if mode != NetMode.replay:
+        return {}
+    return {t.id: hashlib.sha256(replay_cassette(t).read_bytes()).hexdigest() for t in tasks if t.spec.network}
 
 
 def guest_start_script(ca_cert: bytes) -> str:

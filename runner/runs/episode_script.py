@@ -168,7 +168,7 @@ class EpisodeScript:
         from runner.runs.episode_network import episode_network
 
         self._set_phase("network")
-        with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir) as network:
+        with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir, self.pool.net) as network:
             self._network = network
             try:
                 yield

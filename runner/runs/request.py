@@ -14,7 +14,7 @@ from typing import Any, TypedDict, Unpack
 
 from runner.agents.base import Agent
 from runner.agents.registry import make_agent
-from runner.choices import AccelChoice, Gate, StartChoice, chosen
+from runner.choices import AccelChoice, Gate, NetMode, StartChoice, chosen
 from runner.errors import UsageError
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
@@ -63,6 +63,7 @@ class HowToRun:
     start: StartChoice = StartChoice.auto
     standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
     record: bool = False  # each episode's screen to recording.mp4
+    net: NetMode = NetMode.live  # a networked task's proxy (docs/network.md)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class RunOptions(TypedDict, total=False):
     start: str | StartChoice
     standby: bool
     record: bool
+    net: str | NetMode
     cluster: str | None
     live: bool
     live_port: int
@@ -197,7 +199,7 @@ def _edge_types(given: dict[str, Any]) -> dict[str, Any]:
             out[name] = tuple(out[name])
     if isinstance(out.get("agent_env"), dict):
         out["agent_env"] = tuple(out["agent_env"].items())
-    for name, kind in (("accel", AccelChoice), ("start", StartChoice), ("gate", Gate)):
+    for name, kind in (("accel", AccelChoice), ("start", StartChoice), ("gate", Gate), ("net", NetMode)):
         if name in out:
             out[name] = chosen(kind, out[name], f"--{name}")
     return out

@@ -16,7 +16,7 @@ from runner.runs.request import RunRequest
 # The request's fields that change what an episode is, or how many there are. Where a run goes
 # (pool, cluster, accelerator, warm or cold start) and how it is watched (live, record) may change.
 EPISODE_ARGUMENTS = ("model", "trials", "tools", "max_steps", "agent_cmd", "max_turns", "agent_script", "mcp_server",
-                     "mcp_server_url", "append_prompt", "agent_env", "timeout_s")
+                     "mcp_server_url", "append_prompt", "agent_env", "timeout_s", "net")
 
 
 def resume_differences(previous: dict, request: RunRequest, agent: str, image_sha256: str,

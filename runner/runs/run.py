@@ -182,6 +182,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),
+        "network": _network_record(request, tasks),
         "resumed_at": [],
     }
 
@@ -297,6 +298,15 @@ def _chosen(request: RunRequest) -> tuple[Task, ...]:
 def _without_oracle(request: RunRequest) -> list[str]:
     """The chosen tasks with no oracle script (imported tasks cu-run has none for)."""
     return [t.id for t in _chosen(request) if t.script("oracle") is None]
+
+
+def _network_record(request: RunRequest, tasks: tuple[Task, ...]) -> dict:
+    """run.json's network: the mode, the networked tasks, and the cassettes a replay answered from."""
+    from runner.runs.episode_network import cassette_hashes
+
+    networked = tuple(t for t in tasks if t.spec.network is not None)
+    return {"mode": str(request.how.net), "tasks": [t.id for t in networked],
+            "cassettes": cassette_hashes(networked, request.how.net)}
 
 
 def _arguments(request: RunRequest) -> dict:

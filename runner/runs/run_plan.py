@@ -20,6 +20,7 @@ from runner.profiles.catalog import Catalog, Image
 from runner.mcp.server import resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.resume_check import resume_differences
+from runner.choices import NetMode
 from runner.runs.request import RunRequest, Where, episode_tasks, external_server, request_agent
 from runner.records.results import RESULTS, ResultLog
 from runner.tasks.lint import errors, lint_task_scripts
@@ -80,19 +81,23 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
                              "with another --out")
     check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {how.vm_pool} episode VMs")
-    _network_ready(settings, tasks)
+    _network_ready(settings, tasks, request.how.net)
     scoring = _host_scoring(settings, request, tasks)
     if scoring is not None:
         tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
     return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring)
 
 
-def _network_ready(settings: Settings, tasks: tuple[Task, ...]) -> None:
-    """Tasks with a network: on a guest that has the carriers' guest end (Linux), and the proxy's
-    venv made before any VM starts (once, from PyPI)."""
-    networked = [t for t in tasks if t.spec.network is not None]
+def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -> None:
+    """Tasks with a network: on a guest that has the carriers' guest end (Linux), each with its
+    cassette for a replay, and the proxy's venv made before any VM starts (once, from PyPI)."""
+    networked = tuple(t for t in tasks if t.spec.network is not None)
     if not networked:
         return
+    if mode == NetMode.replay:
+        from runner.runs.episode_network import cassette_hashes
+
+        cassette_hashes(networked, mode)  # each task's cassette there, or UsageError naming it
     elsewhere = [t.id for t in networked if t.spec.profile != "linux"]
     if elsewhere:
         raise UsageError(f"a task's network: runs on Linux guests so far, and {', '.join(elsewhere)} are not",

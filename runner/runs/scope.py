@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.agents.base import Agent
-from runner.choices import AccelChoice, StartChoice
+from runner.choices import AccelChoice, NetMode, StartChoice
 from runner.config import Settings
 from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel
@@ -76,7 +76,8 @@ class RunScope:
     def pool_config(self, *, toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, max_steps: int | None = None,
                     suite_rules: tuple[SafetyRule, ...] = (), record: bool = False,
                     mcp_server: ExternalServer | None = None, standby: bool = True,
-                    run_id: str | None = None, host_scoring: HostScoring | None = None) -> PoolConfig:
+                    run_id: str | None = None, host_scoring: HostScoring | None = None,
+                    net: NetMode = NetMode.live) -> PoolConfig:
         """The scheduler's configuration for a pool in this scope. A spare warm state's VM runs
         beside the pool's (a teardown's overlap, a standby), so only as many as the host's memory
         holds besides are used; standbys only where the pool leaves a core."""
@@ -84,7 +85,7 @@ class RunScope:
                           toolsets=toolsets, max_steps=max_steps, warm=self.start.slots,
                           spare_warm=self.start.spares[:self.admission.room_beside],
                           standby=standby and leaves_a_core(self.vm_pool), suite_rules=suite_rules, record=record,
-                          mcp_server=mcp_server, host_scoring=host_scoring)
+                          mcp_server=mcp_server, host_scoring=host_scoring, net=net)
 
     def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...],
                  host_scoring: HostScoring | None = None) -> PoolConfig:
@@ -92,7 +93,7 @@ class RunScope:
         HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare)."""
         return self.pool_config(toolsets=request.agent.tools, max_steps=request.agent.max_steps, suite_rules=suite_rules,
                                 record=request.how.record, mcp_server=external_server(request, agent),
-                                standby=request.how.standby, host_scoring=host_scoring)
+                                standby=request.how.standby, host_scoring=host_scoring, net=request.how.net)
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""

@@ -81,6 +81,20 @@ class NetworkSpec(BaseModel):
 
     allow: tuple[str, ...] = Field(default=(), description="origins the guest may reach: https://example.com")
     services: tuple[ServiceSpec, ...] = Field(default=(), description="local servers, reached by name")
+    replay: str | None = Field(default=None, description="a cassette in the task's folder (cu-run run --net record "
+                                                         "writes one per episode): what --net replay answers from")
+
+    @field_validator("replay")
+    @classmethod
+    def _a_file_inside(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in Path(value).parts):
+            raise ValueError("a file inside the task's folder")
+        return value
+
+    def host_only(self) -> tuple[str, ...]:
+        """The task's paths that stay on the host: the services' folders and the cassette (what the
+        guest may only reach through the proxy, never read)."""
+        return tuple(s.serve for s in self.services) + ((self.replay,) if self.replay else ())
 
     @field_validator("allow")
     @classmethod
@@ -259,8 +273,11 @@ class Task:
         return path if path.is_file() else None
 
     def files(self) -> list[Path]:
-        """Every file that travels into the guest with the scripts (checked by task_files when loaded)."""
-        return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml")
+        """Every file that travels into the guest with the scripts (checked by task_files when loaded):
+        not task.yaml, and nothing its network keeps on the host (a service's folder, a cassette)."""
+        kept = [self.folder / p for p in self.spec.network.host_only()] if self.spec.network else []
+        return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml"
+                      and not any(p == k or k in p.parents for k in kept))
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,11 @@ def suite(root: Path) -> Path:
     return root
 
 
-def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation(linux_image, tmp_path):
-    out = tmp_path / "run"
-    result = cu_run("run", "--suite", str(suite(tmp_path / "suite")), "--agent", "oracle", "--out", str(out),
+def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation_then_replayed(linux_image, tmp_path):
+    """Recorded against the task's service, then replayed twice from the cassette alone (no service
+    runs): the same outcome each time, and the same violation."""
+    out, root = tmp_path / "run", suite(tmp_path / "suite")
+    result = cu_run("run", "--suite", str(root), "--agent", "oracle", "--net", "record", "--out", str(out),
                     timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records = {r["task_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
@@ -74,3 +76,22 @@ def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation(linux_
     assert {"verdict": "allowed", "url": "http://site.test/index.html"}.items() <= next(
         e for e in log if e["verdict"] == "allowed").items()
     assert not (out / "no-network" / "1" / "network.jsonl").exists()
+
+    # The recorded cassette becomes the task's; the replays answer from it alone.
+    cassette = out / "fetch-page" / "1" / "cassette.jsonl"
+    assert "GET http://site.test/index.html " in cassette.read_text()
+    (root / "fetch-page" / "cassette.jsonl").write_bytes(cassette.read_bytes())
+    task_yaml = root / "fetch-page" / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text() + "  replay: cassette.jsonl\n")
+    for replay in ("replay-1", "replay-2"):
+        result = cu_run("run", "--suite", str(root), "--tasks", "fetch-page", "--agent", "oracle", "--net", "replay",
+                        "--out", str(tmp_path / replay), timeout=900)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        (record,) = map(json.loads, (tmp_path / replay / "results.jsonl").read_text().splitlines())
+        assert record["outcome"] == "pass" and [v["rule"] for v in record["violations"]] == ["network"], record
+        episode = tmp_path / replay / "fetch-page" / "1"
+        assert json.loads((episode / "network.json").read_text())["services"] == {}, "a replay starts no service"
+        verdicts = [json.loads(line)["verdict"] for line in (episode / "network.jsonl").read_text().splitlines()]
+        assert "replayed" in verdicts and "allowed" not in verdicts
+        run = json.loads((tmp_path / replay / "run.json").read_text())
+        assert run["network"]["mode"] == "replay" and list(run["network"]["cassettes"]) == ["fetch-page"]

@@ -25,7 +25,7 @@ from test_catalog import make_image
 # Every run option (RunRequest.options) that changes what an episode does, set away from its default.
 CHANGED = dict(agent="command", agent_cmd="/bin/true --flag", agent_env=(("LAB_GATEWAY", "http://10.0.0.9"),),
                timeout_s=77, tools=("screen", "keyboard"), max_steps=9, max_turns=7, record=True,
-               standby=False, agent_script="ui_other.yaml", mcp_server=None)
+               standby=False, agent_script="ui_other.yaml", mcp_server=None, net="record")
 # Those that change how the run is driven, not an episode: a host never needs them.
 NOT_EPISODE = {"suite", "tasks", "vm_pool", "trials", "out", "resume", "fail_under", "image", "accel", "start", "gate",
                "cluster", "selection", "live", "live_port", "live_host", "live_control", "tags",
@@ -53,7 +53,7 @@ def no_probe(monkeypatch):
 def what_an_episode_gets(scheduler, tasks) -> dict:
     pool, agent = scheduler.pool, scheduler.agent
     return {"toolsets": pool.toolsets, "max_steps": pool.max_steps, "record": pool.record,
-            "standby_asked": pool.standby, "mcp_server": pool.mcp_server, "agent": type(agent).__name__,
+            "standby_asked": pool.standby, "mcp_server": pool.mcp_server, "net": pool.net, "agent": type(agent).__name__,
             "agent_command": getattr(agent, "argv", None), "agent_env": getattr(agent, "env", None),
             "timeouts": sorted({t.spec.timeout_s for t in tasks})}
 
@@ -92,12 +92,13 @@ def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_prob
     assert started["start"] == "cold"
     got = what_an_episode_gets(run.scheduler, tasks)
     assert got == {"toolsets": local.toolsets, "max_steps": local.max_steps, "record": local.record,
-                   "standby_asked": local.standby, "mcp_server": local.mcp_server, "agent": type(local_agent).__name__,
+                   "standby_asked": local.standby, "mcp_server": local.mcp_server, "net": local.net,
+                   "agent": type(local_agent).__name__,
                    "agent_command": getattr(local_agent, "argv", None), "agent_env": getattr(local_agent, "env", None),
                    "timeouts": sorted({t.spec.timeout_s for t in local_tasks})}
     # And each is what was asked, not a default.
     assert got["toolsets"] == ("screen", "keyboard") and got["max_steps"] == 9 and got["record"] is True
-    assert got["standby_asked"] is False and got["timeouts"] == [77]
+    assert got["standby_asked"] is False and got["timeouts"] == [77] and got["net"] == "record"
     assert got["agent_command"] == ["/bin/true", "--flag"] and got["agent_env"] == {"LAB_GATEWAY": "http://10.0.0.9"}
     service.end_run("run-key")
     service.host.close()

@@ -41,7 +41,8 @@ def test_a_network_block_gives_the_allowed_origins_and_each_services_own(tmp_pat
     ("network:\n  services: [{name: site.test, serve: ../elsewhere}]\n", "inside the task's folder"),
     ("network:\n  services: [{name: site.test, serve: /etc}]\n", "inside the task's folder"),
     ("network:\n  services: [{name: '10.0.0.1', serve: site}]\n", "an address"),
-    ("network:\n  replay: x.jsonl\n", "replay"),  # not built yet: refused, not ignored
+    ("network:\n  replay: ../x.jsonl\n", "inside the task"),
+    ("network:\n  cassettes: x\n", "cassettes"),  # a field that is none: refused, not ignored
 ])
 def test_a_bad_network_block_is_refused_naming_the_field(tmp_path, yaml, message):
     with pytest.raises(UsageError, match=message) as raised:
@@ -69,3 +70,26 @@ def test_the_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(
     assert b"BEGIN CERTIFICATE" in carried and b"PRIVATE KEY" not in carried
     assert b"PRIVATE KEY" in (tmp_path / "ca" / "mitmproxy-ca.pem").read_bytes()
     assert oct((tmp_path / "ca").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_tasks_service_folder_and_cassette_stay_on_the_host(tmp_path):
+    """The guest reaches them only through the proxy: they are not among the files that travel in."""
+    folder = tmp_path / "t"
+    (folder / "site" / "deep").mkdir(parents=True)
+    (folder / "site" / "deep" / "answer.html").write_text("the answer")
+    (folder / "cassette.jsonl").write_text("")
+    (folder / "helper.txt").write_text("travels")
+    (task,) = suite_with(tmp_path, "network:\n  services: [{name: site.test, serve: site}]\n  replay: cassette.jsonl\n").tasks
+    assert [p.name for p in task.files()] == ["helper.txt", "oracle.sh", "verify.sh"]
+
+
+def test_replay_needs_each_networked_tasks_cassette_and_records_its_hash(tmp_path):
+    from runner.choices import NetMode
+    from runner.runs.episode_network import cassette_hashes
+
+    (task,) = suite_with(tmp_path, "network:\n  allow: [https://example.com]\n  replay: cassette.jsonl\n").tasks
+    with pytest.raises(UsageError, match="has no cassette to replay"):
+        cassette_hashes((task,), NetMode.replay)
+    (tmp_path / "t" / "cassette.jsonl").write_text('{"key": "GET https://example.com/ x"}\n')
+    assert len(cassette_hashes((task,), NetMode.replay)["t"]) == 64
+    assert cassette_hashes((task,), NetMode.live) == {}
