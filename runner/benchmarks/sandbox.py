@@ -23,14 +23,14 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from runner.errors import UsageError
+from runner.frozen_clock import frozen_clock_env
 
 ENTRY = Path(__file__).with_name("score_entry.py")
-FAKETIME_LIBRARY = "libfaketime.so.1"
 SANDBOX_UID = 65534
 
 
@@ -99,24 +99,11 @@ def run_scorer(python: Path, package_root: Path, evaluator: dict[str, Any], coll
             "--bind", str(scratch), "/scratch", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--chdir", "/scratch",
             "--setenv", "HOME", "/scratch", "--setenv", "MPLCONFIGDIR", "/tmp",
-            *(frozen_clock_env(clock) if clock is not None else []),
+            *(a for name, value in (frozen_clock_env(clock, "host-side scoring runs").items() if clock else ())
+              for a in ("--setenv", name, value)),
             "--", f"/venv/bin/{python.name}", "-I", "/in/score_entry.py", "/in/job.json",
         ]
         return _run(command, limits)
-
-
-def frozen_clock_env(clock: datetime) -> list[str]:
-    """bwrap's --setenv arguments that start the sandbox's clock at CLOCK and let it run on: a metric
-    that reads the date (a file "saved today", a calendar) sees the instant the guest saw."""
-    found = sorted(Path("/usr/lib").glob(f"*/faketime/{FAKETIME_LIBRARY}"))
-    if not found:
-        raise UsageError(f"{FAKETIME_LIBRARY} is not installed: a task with a frozen clock is scored on the host at "
-                         "its instant", fix="scripts/setup-host.sh installs it (apt-get install faketime)")
-    utc = clock.astimezone(UTC)
-    return ["--setenv", "LD_PRELOAD", str(found[0]), "--setenv", "FAKETIME", f"@{utc:%Y-%m-%d %H:%M:%S}",
-            "--setenv", "TZ", "UTC",
-            # Timeouts and sleeps keep the real monotonic clock.
-            "--setenv", "FAKETIME_DONT_FAKE_MONOTONIC", "1"]
 
 
 def _base_interpreter(venv: Path) -> Path | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from runner.errors import InfraError, UsageError
+from runner.frozen_clock import frozen_clock_env
 from runner.net import free_port
 
 MITMPROXY = "mitmproxy==11.0.2"
@@ -91,6 +92,7 @@ class ProxyConfig:
     mode: str = "live"  # live, record or replay
     cassette: Path | None = None
     upstream_ca: Path | None = None  # trust this CA for upstream TLS too (a test's loopback stand-ins)
+    clock: datetime.datetime | None = None  # the task's frozen clock: the proxy's certificates are dated by it
 
 
 class EpisodeProxy:
@@ -129,9 +131,12 @@ class EpisodeProxy:
         for key, value in options.items():
             command += ["--set", f"{key}={value}"]
         with (self.folder / "proxy.log").open("wb") as out:
+            # At a frozen clock the certificates mitmproxy makes for each name are dated from the
+            # guest's instant, or a guest set in the past would find them not yet valid.
+            clock = frozen_clock_env(self.config.clock, "the proxy runs") if self.config.clock else {}
             self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.folder),
-                                                  "CU_RUN_PROXY_CONFIG": str(settings)})
+                                                  "CU_RUN_PROXY_CONFIG": str(settings), **clock})
         try:
             self._wait_ready()
         except BaseException:

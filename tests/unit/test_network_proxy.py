@@ -223,3 +223,22 @@ def test_record_then_replay_gives_the_same_bytes_and_never_goes_out(mitmdump, ru
     assert Site.hits == hits, "a replay reached the stand-in internet"
     assert all(json.loads(line)["key"].startswith("GET https://example.test/counter ")
                for line in cassette.read_text().splitlines())
+
+
+def test_at_a_frozen_clock_the_proxys_certificates_are_dated_from_the_instant(mitmdump, run_ca, internet, tmp_path):
+    """A guest set back to 2026-01-15 must find the certificate the proxy makes for a name already
+    valid: mitmproxy dates it from now, so the proxy runs at the task's instant."""
+    frozen = datetime.datetime(2026, 1, 15, 10, tzinfo=datetime.UTC)
+    proxy = EpisodeProxy(mitmdump, run_ca, tmp_path, ProxyConfig(
+        allow=("https://example.test:443",), mapped={"example.test": internet["example.test"]},
+        upstream_ca=internet["upstream_ca"], clock=frozen))
+    with proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+        s.sendall(b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        context = ssl.create_default_context(cafile=str(run_ca / "mitmproxy-ca-cert.pem"))
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # the dates are what is read here
+        with context.wrap_socket(s, server_hostname="example.test") as tls:
+            from cryptography import x509
+
+            cert = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+    assert cert.not_valid_before_utc <= frozen < cert.not_valid_after_utc, (cert.not_valid_before_utc, frozen)
