@@ -89,6 +89,7 @@ def make_run_ca(folder: Path, common_name: str = "cu-run episode CA") -> Path:
 class ProxyConfig:
     allow: tuple[str, ...] = ()
     mapped: dict[str, tuple[str, int]] = field(default_factory=dict)
+    plain: tuple[str, ...] = ()  # mapped names served in plain HTTP, whatever scheme the guest used
     mode: str = "live"  # live, record or replay
     cassette: Path | None = None
     upstream_ca: Path | None = None  # trust this CA for upstream TLS too (a test's loopback stand-ins)
@@ -118,6 +119,7 @@ class EpisodeProxy:
         settings = self.folder / "proxy-config.json"
         settings.write_text(json.dumps({
             "allow": list(self.config.allow), "mapped": {k: list(v) for k, v in self.config.mapped.items()},
+            "plain": list(self.config.plain),
             "mode": self.config.mode, "cassette": str(self.config.cassette) if self.config.cassette else None,
             "log": str(self.log)}))
         self.port = free_port()

@@ -5,6 +5,8 @@ is not installed: this file imports mitmproxy, the standard library and policy.p
 Its configuration is the JSON file CU_RUN_PROXY_CONFIG names:
     allow      the allowed origins ("https://example.com")
     mapped     {name: [address, port]}: names the runner maps (services, stand-ins)
+    plain      mapped names whose server speaks plain HTTP: the guest may use https:// (the proxy's
+               certificate), and the proxy goes on in plain HTTP (a task's folder service)
     mode       "live" (connect to allowed origins), "record" (live, and write the cassette), or
                "replay" (answer from the cassette alone; never connect)
     cassette   the cassette's path (JSON lines), read in replay, written in record
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from policy import Policy, Refused, request_refusal  # noqa: E402 - beside this file, in the proxy's interpreter
 
 REFUSED_HEADER = "X-Cu-Run-Refused"
+GUEST_URL = "cu_run_guest_url"
 # What a response keeps in the cassette: the headers that describe the body travel with it;
 # hop-by-hop and per-connection ones do not.
 DROPPED_HEADERS = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "date"}
@@ -44,6 +47,7 @@ def cassette_key(method: str, url: str, body: bytes) -> str:
 class Rules:
     def __init__(self, config: dict) -> None:
         self.policy = Policy.of(config.get("allow", ()), {k: tuple(v) for k, v in config.get("mapped", {}).items()})
+        self.plain = {n.lower() for n in config.get("plain", ())}
         self.mode = config.get("mode", "live")
         if self.mode not in ("live", "record", "replay"):
             raise ValueError(f"mode must be live, record or replay, not {self.mode!r}")
@@ -71,6 +75,7 @@ class Rules:
         if why is not None:
             self._refuse(flow, 403, why)
             return
+        flow.metadata[GUEST_URL] = request.pretty_url  # as the guest asked: the cassette's key and the log's
         if self.mode == "replay":
             entry = self.replay.get(cassette_key(request.method, request.pretty_url, request.raw_content or b""))
             if entry is None:
@@ -78,6 +83,8 @@ class Rules:
                 return
             flow.response = http.Response.make(entry["status"], base64.b64decode(entry["body"]),
                                                [(k.encode(), v.encode()) for k, v in entry["headers"]])
+        elif request.host.lower().rstrip(".") in self.plain:
+            request.scheme = "http"
 
     def server_connect(self, data: ServerConnectionHookData) -> None:
         if self.mode == "replay":
@@ -97,10 +104,11 @@ class Rules:
         if flow.response is None or flow.response.headers.get(REFUSED_HEADER):
             return
         request, response = flow.request, flow.response
+        url = flow.metadata.get(GUEST_URL, request.pretty_url)
         self._log({"verdict": "allowed" if self.mode != "replay" else "replayed", "method": request.method,
-                   "url": request.pretty_url, "status": response.status_code, "bytes": len(response.raw_content or b"")})
+                   "url": url, "status": response.status_code, "bytes": len(response.raw_content or b"")})
         if self.mode == "record" and self.cassette is not None:
-            entry = {"key": cassette_key(request.method, request.pretty_url, request.raw_content or b""),
+            entry = {"key": cassette_key(request.method, url, request.raw_content or b""),
                      "status": response.status_code,
                      "headers": [[k, v] for k, v in response.headers.items(multi=True) if k.lower() not in DROPPED_HEADERS],
                      "body": base64.b64encode(response.content or b"").decode("ascii")}

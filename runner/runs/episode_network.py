@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from runner.errors import InfraError, UsageError
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.services import FolderService
+from runner.profiles.base import DesktopUser
 from runner.scoring.safety import Violation
 from runner.tasks.model import Task
 from runner.vm.episode import EpisodeVM
@@ -67,12 +69,14 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
             services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
             cassette = ep_dir / CASSETTE if mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
-            allow=spec.origins(), mapped={s.name: s.address for s in services}, mode=str(mode), cassette=cassette,
+            allow=spec.origins(), mapped={s.name: s.address for s in services}, plain=tuple(s.name for s in services),
+            mode=str(mode), cassette=cassette,
             clock=task.spec.clock)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
         stack.enter_context(Carriers(carrier_port, proxy.address))
-        started = vm.admin_shell.run(guest_start_script((ca_dir / CA_CERT_FILE).read_bytes()), timeout=60)
+        started = vm.admin_shell.run(guest_start_script((ca_dir / CA_CERT_FILE).read_bytes(), vm.desktop_user),
+                                     timeout=120)
         if not started.ok:
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
@@ -101,9 +105,10 @@ def cassette_hashes(tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
     return {t.id: hashlib.sha256(replay_cassette(t).read_bytes()).hexdigest() for t in tasks if t.spec.network}
 
 
-def guest_start_script(ca_cert: bytes) -> str:
-    """A Linux guest's end, started as root: the forwarder, the run's CA in the system store where
-    the guest has one, and the proxy for new sessions (environment) and for Chromium (a policy)."""
+def guest_start_script(ca_cert: bytes, user: DesktopUser) -> str:
+    """A Linux guest's end, started as root: the forwarder; the episode's CA in the system store and
+    in USER's NSS databases (Chromium's ~/.pki/nssdb, Thunderbird's and Firefox's profiles) where the
+    guest has the tools; and the proxy for new sessions (environment) and for Chromium (a policy)."""
     forwarder = base64.b64encode(FORWARDER.read_bytes()).decode("ascii")
     cert = base64.b64encode(ca_cert).decode("ascii")
     proxy = f"http://127.0.0.1:{GUEST_PROXY_PORT}"
@@ -121,6 +126,16 @@ done
 if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
     cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt
     update-ca-certificates >/dev/null 2>&1 || true
+fi
+if command -v certutil >/dev/null; then
+    install -m 644 "$d/cu-run-episode-ca.pem" /run/cu-run-episode-ca.pem
+    home={shlex.quote(user.home)}
+    for db in "$home/.pki/nssdb" $(find "$home/.thunderbird" "$home/.mozilla/firefox" \
+            -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+        runuser -u {shlex.quote(user.name)} -- sh -c '
+            mkdir -p "$1" && {{ [ -f "$1/cert9.db" ] || certutil -N --empty-password -d "sql:$1"; }} &&
+            certutil -A -d "sql:$1" -t C,, -n "cu-run episode CA" -i /run/cu-run-episode-ca.pem' sh "$db"
+    done
 fi
 printf 'http_proxy={proxy}\\nhttps_proxy={proxy}\\nHTTP_PROXY={proxy}\\nHTTPS_PROXY={proxy}\\n' >> /etc/environment
 for p in /etc/chromium/policies/managed /etc/opt/chrome/policies/managed; do

@@ -107,8 +107,8 @@ class NetworkSpec(BaseModel):
         return value
 
     def origins(self) -> tuple[str, ...]:
-        """ALLOW, and each service's own origin."""
-        return self.allow + tuple(f"http://{s.name}" for s in self.services)
+        """ALLOW, and each service's own origins: http:// and https:// (the proxy's certificate)."""
+        return self.allow + tuple(f"{scheme}://{s.name}" for s in self.services for scheme in ("http", "https"))
 
 
 class WriteSetSpec(BaseModel):

@@ -242,3 +242,15 @@ def test_at_a_frozen_clock_the_proxys_certificates_are_dated_from_the_instant(mi
 
             cert = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
     assert cert.not_valid_before_utc <= frozen < cert.not_valid_after_utc, (cert.not_valid_before_utc, frozen)
+
+
+def test_a_plain_service_is_reached_over_https_with_the_proxys_certificate(mitmdump, run_ca, internet, tmp_path):
+    """A task's folder service speaks plain HTTP; the guest may still ask for https://NAME, and the
+    recording keeps the URL the guest asked for."""
+    cassette = tmp_path / "cassette.jsonl"
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "record", ProxyConfig(
+            allow=("https://plain.test",), mapped={"plain.test": internet["plain.test"]}, plain=("plain.test",),
+            mode="record", cassette=cassette)) as p:
+        assert fetch(p, "https://plain.test/hello", run_ca) == (200, b"hello from plain.test")
+        assert [e["url"] for e in p.entries()] == ["https://plain.test/hello"]
+    assert json.loads(cassette.read_text())["key"].startswith("GET https://plain.test/hello ")

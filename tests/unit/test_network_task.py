@@ -12,6 +12,7 @@ import pytest
 
 from runner.errors import UsageError
 from runner.network.proxy import CA_CERT_FILE, make_run_ca
+from runner.profiles.base import DesktopUser
 from runner.runs.episode_network import EpisodeNetwork, guest_start_script
 from runner.tasks.model import load_suite
 
@@ -30,7 +31,7 @@ def suite_with(tmp_path, yaml):
 def test_a_network_block_gives_the_allowed_origins_and_each_services_own(tmp_path):
     (task,) = suite_with(tmp_path, "network:\n  allow: [https://example.com]\n"
                                    "  services: [{name: Site.Test, serve: site}]\n").tasks
-    assert task.spec.network.origins() == ("https://example.com", "http://site.test")
+    assert task.spec.network.origins() == ("https://example.com", "http://site.test", "https://site.test")
     (plain,) = suite_with(tmp_path / "other", "").tasks
     assert plain.spec.network is None, "no block, no network"
 
@@ -63,7 +64,7 @@ def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_p
 
 def test_the_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(tmp_path):
     make_run_ca(tmp_path / "ca")
-    script = guest_start_script((tmp_path / "ca" / CA_CERT_FILE).read_bytes())
+    script = guest_start_script((tmp_path / "ca" / CA_CERT_FILE).read_bytes(), DesktopUser("user", "/home/user"))
     checked = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     carried = b"".join(base64.b64decode(blob) for blob in re.findall(r"printf %s '([A-Za-z0-9+/=]{40,})'", script))
