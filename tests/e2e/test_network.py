@@ -95,3 +95,31 @@ def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation_then_r
         assert "replayed" in verdicts and "allowed" not in verdicts
         run = json.loads((tmp_path / replay / "run.json").read_text())
         assert run["network"]["mode"] == "replay" and list(run["network"]["cassettes"]) == ["fetch-page"]
+
+
+# As the desktop user: Chromium with no flag of cu-run's; the proxy comes from the managed policy the
+# episode wrote, and the episode's CA from the user's NSS store.
+CHROMIUM = """profile=$(mktemp -d)
+timeout 180 chromium --headless=new --user-data-dir="$profile" --dump-dom https://site.test/index.html \
+    > "$HOME/dom.html" 2> "$HOME/chromium.log"
+"""
+
+
+def test_chromium_on_the_desktop_loads_a_service_over_https_through_the_proxy(desktop_image, tmp_path):
+    root = tmp_path / "suite"
+    task = root / "https-page"
+    (task / "site").mkdir(parents=True)
+    (task / "site" / "index.html").write_text("<html><body><p id=m>served through the proxy</p></body></html>\n")
+    (task / "task.yaml").write_text(
+        "id: https-page\ninstruction: Open https://site.test/.\nprofile: linux\nimage: linux-desktop\n"
+        "timeout_s: 300\nwrite_set: {enabled: false}\nnetwork:\n  services:\n    - {name: site.test, serve: site}\n")
+    (task / "oracle.sh").write_text(CHROMIUM)
+    (task / "verify.sh").write_text('grep -q "served through the proxy" "$USER_HOME/dom.html" && verdict pass\n'
+                                    'verdict fail "no page: $(tail -c 300 "$USER_HOME/chromium.log")"\n')
+    out = tmp_path / "run"
+    result = cu_run("run", "--suite", str(root), "--agent", "oracle", "--out", str(out), timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (record,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    assert record["outcome"] == "pass", record
+    log = [json.loads(line) for line in (out / "https-page" / "1" / "network.jsonl").read_text().splitlines()]
+    assert any(e["verdict"] == "allowed" and e["url"] == "https://site.test/index.html" for e in log), log
