@@ -178,6 +178,15 @@ class GuestProfile(ABC):
     def grant_admin_script(self, user: DesktopUser) -> str:
         """Gives the desktop user admin rights (tasks with agent_privileges: admin)."""
 
+    carries_network = False  # whether network_start_script gives a script (a networked task may run here)
+
+    def network_start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str | None:
+        """The admin script that starts a networked episode's guest end (runner/network/carriers.py):
+        FORWARDER's code listening for the host's carriers and on 127.0.0.1:PROXY_PORT for
+        applications, CA_CERT trusted where applications read it, the proxy set for USER's
+        applications. None: this guest has no network end yet."""
+        return None
+
     @abstractmethod
     def clock_script(self, now: float) -> str:
         """Sets the guest's clock to NOW (seconds since the epoch), run by the admin."""

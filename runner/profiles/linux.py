@@ -8,14 +8,14 @@ cgroup v2 freezer before verification.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import base64
 import io
+import json
 import posixpath
-import tarfile
 import re
 import shlex
+import tarfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from runner.errors import InfraError
@@ -238,6 +238,47 @@ class LinuxProfile(GuestProfile):
     @override
     def clock_script(self, now: float) -> str:
         return f"date -u -s @{now:.3f} >/dev/null"
+
+    carries_network = True
+
+    @override
+    def network_start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str:
+        # As root: the forwarder (python3); the episode's CA in the system store and in USER's NSS
+        # databases (Chromium's ~/.pki/nssdb, Thunderbird's and Firefox's profiles) where the guest
+        # has the tools; the proxy for new sessions (environment) and for Chromium (a policy).
+        code = base64.b64encode(forwarder).decode("ascii")
+        cert = base64.b64encode(ca_cert).decode("ascii")
+        proxy = f"http://127.0.0.1:{proxy_port}"
+        chromium_policy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": f"127.0.0.1:{proxy_port}"})
+        return f"""set -e
+d=/run/cu-run-network
+mkdir -p -m 700 "$d"
+printf %s '{code}' | base64 -d > "$d/forwarder.py"
+printf %s '{cert}' | base64 -d > "$d/cu-run-episode-ca.pem"
+setsid python3 "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
+i=0
+until grep -q listening "$d/forwarder.log" 2>/dev/null; do
+    i=$((i + 1)); [ "$i" -le 100 ] || {{ cat "$d/forwarder.log" >&2; exit 1; }}; sleep 0.1
+done
+if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
+    cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt
+    update-ca-certificates >/dev/null 2>&1 || true
+fi
+if command -v certutil >/dev/null; then
+    install -m 644 "$d/cu-run-episode-ca.pem" /run/cu-run-episode-ca.pem
+    home={shlex.quote(user.home)}
+    for db in "$home/.pki/nssdb" $(find "$home/.thunderbird" "$home/.mozilla/firefox" \
+            -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+        runuser -u {shlex.quote(user.name)} -- sh -c '
+            mkdir -p "$1" && {{ [ -f "$1/cert9.db" ] || certutil -N --empty-password -d "sql:$1"; }} &&
+            certutil -A -d "sql:$1" -t C,, -n "cu-run episode CA" -i /run/cu-run-episode-ca.pem' sh "$db"
+    done
+fi
+printf 'http_proxy={proxy}\\nhttps_proxy={proxy}\\nHTTP_PROXY={proxy}\\nHTTPS_PROXY={proxy}\\n' >> /etc/environment
+for p in /etc/chromium/policies/managed /etc/opt/chrome/policies/managed; do
+    mkdir -p "$p" && printf %s '{chromium_policy}' > "$p/cu-run-proxy.json"
+done
+"""
 
     @override
     def sync_script(self) -> str:

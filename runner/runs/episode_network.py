@@ -7,10 +7,8 @@ A task without `network:` gets none of this: its guest keeps no route anywhere.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import shlex
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -21,14 +19,12 @@ from runner.errors import InfraError, UsageError
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.services import FolderService
-from runner.profiles.base import DesktopUser
 from runner.scoring.safety import Violation
 from runner.tasks.model import Task
 from runner.vm.episode import EpisodeVM
 
 FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
 NETWORK_RULE = "network"
-GUEST_FOLDER = "/run/cu-run-network"
 MAX_URL = 300  # of a refused URL in a violation: the guest wrote it
 
 
@@ -75,8 +71,11 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
         stack.enter_context(Carriers(carrier_port, proxy.address))
-        started = vm.admin_shell.run(guest_start_script((ca_dir / CA_CERT_FILE).read_bytes(), vm.desktop_user),
-                                     timeout=120)
+        script = task.guest.network_start_script(FORWARDER.read_bytes(), (ca_dir / CA_CERT_FILE).read_bytes(),
+                                                 vm.desktop_user, GUEST_PROXY_PORT)
+        if script is None:
+            raise UsageError(f"{task.id}: {task.guest.name} guests have no network end yet (docs/network.md)")
+        started = vm.admin_shell.run(script, timeout=120)
         if not started.ok:
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
@@ -103,42 +102,3 @@ def cassette_hashes(tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
     if mode != NetMode.replay:
         return {}
     return {t.id: hashlib.sha256(replay_cassette(t).read_bytes()).hexdigest() for t in tasks if t.spec.network}
-
-
-def guest_start_script(ca_cert: bytes, user: DesktopUser) -> str:
-    """A Linux guest's end, started as root: the forwarder; the episode's CA in the system store and
-    in USER's NSS databases (Chromium's ~/.pki/nssdb, Thunderbird's and Firefox's profiles) where the
-    guest has the tools; and the proxy for new sessions (environment) and for Chromium (a policy)."""
-    forwarder = base64.b64encode(FORWARDER.read_bytes()).decode("ascii")
-    cert = base64.b64encode(ca_cert).decode("ascii")
-    proxy = f"http://127.0.0.1:{GUEST_PROXY_PORT}"
-    chromium_policy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": f"127.0.0.1:{GUEST_PROXY_PORT}"})
-    return f"""set -e
-d={GUEST_FOLDER}
-mkdir -p -m 700 "$d"
-printf %s '{forwarder}' | base64 -d > "$d/forwarder.py"
-printf %s '{cert}' | base64 -d > "$d/cu-run-episode-ca.pem"
-setsid python3 "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
-i=0
-until grep -q listening "$d/forwarder.log" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -le 100 ] || {{ cat "$d/forwarder.log" >&2; exit 1; }}; sleep 0.1
-done
-if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
-    cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt
-    update-ca-certificates >/dev/null 2>&1 || true
-fi
-if command -v certutil >/dev/null; then
-    install -m 644 "$d/cu-run-episode-ca.pem" /run/cu-run-episode-ca.pem
-    home={shlex.quote(user.home)}
-    for db in "$home/.pki/nssdb" $(find "$home/.thunderbird" "$home/.mozilla/firefox" \
-            -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
-        runuser -u {shlex.quote(user.name)} -- sh -c '
-            mkdir -p "$1" && {{ [ -f "$1/cert9.db" ] || certutil -N --empty-password -d "sql:$1"; }} &&
-            certutil -A -d "sql:$1" -t C,, -n "cu-run episode CA" -i /run/cu-run-episode-ca.pem' sh "$db"
-    done
-fi
-printf 'http_proxy={proxy}\\nhttps_proxy={proxy}\\nHTTP_PROXY={proxy}\\nHTTPS_PROXY={proxy}\\n' >> /etc/environment
-for p in /etc/chromium/policies/managed /etc/opt/chrome/policies/managed; do
-    mkdir -p "$p" && printf %s '{chromium_policy}' > "$p/cu-run-proxy.json"
-done
-"""

@@ -98,10 +98,10 @@ def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -
         from runner.runs.episode_network import cassette_hashes
 
         cassette_hashes(networked, mode)  # each task's cassette there, or UsageError naming it
-    elsewhere = [t.id for t in networked if t.spec.profile != "linux"]
+    elsewhere = [t.id for t in networked if not t.guest.carries_network]
     if elsewhere:
-        raise UsageError(f"a task's network: runs on Linux guests so far, and {', '.join(elsewhere)} are not",
-                         fix="leave them out; docs/network.md says what is built")
+        raise UsageError(f"a task's network: needs a guest with a network end, and {', '.join(elsewhere)} run on "
+                         "guests without one yet (Linux has one)", fix="leave them out; docs/network.md says what is built")
     from runner.network.proxy import proxy_env
 
     proxy_env(settings.cache_dir, say=lambda line: print(line, flush=True))

@@ -5,6 +5,8 @@ task without `network:` that still has no way out."""
 import json
 from pathlib import Path
 
+import pytest
+
 from vmtools import cu_run
 
 # The agent's part (the oracle, run as the desktop user): the page through the guest's proxy,
@@ -105,6 +107,7 @@ timeout 180 chromium --headless=new --user-data-dir="$profile" --dump-dom https:
 """
 
 
+@pytest.mark.full  # the desktop's Chromium under TCG; the default tier's networked episode is the one above
 def test_chromium_on_the_desktop_loads_a_service_over_https_through_the_proxy(desktop_image, tmp_path):
     root = tmp_path / "suite"
     task = root / "https-page"

@@ -13,7 +13,8 @@ import pytest
 from runner.errors import UsageError
 from runner.network.proxy import CA_CERT_FILE, make_run_ca
 from runner.profiles.base import DesktopUser
-from runner.runs.episode_network import EpisodeNetwork, guest_start_script
+from runner.profiles.linux import LinuxProfile
+from runner.runs.episode_network import FORWARDER, EpisodeNetwork
 from runner.tasks.model import load_suite
 
 BASE = "id: t\ninstruction: x\nprofile: linux\n"
@@ -62,13 +63,14 @@ def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_p
     assert len(violation.detail) < 700
 
 
-def test_the_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(tmp_path):
+def test_the_linux_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(tmp_path):
     make_run_ca(tmp_path / "ca")
-    script = guest_start_script((tmp_path / "ca" / CA_CERT_FILE).read_bytes(), DesktopUser("user", "/home/user"))
+    script = LinuxProfile().network_start_script(FORWARDER.read_bytes(), (tmp_path / "ca" / CA_CERT_FILE).read_bytes(),
+                                                 DesktopUser("user", "/home/user"), 3128)
     checked = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     carried = b"".join(base64.b64decode(blob) for blob in re.findall(r"printf %s '([A-Za-z0-9+/=]{40,})'", script))
-    assert b"BEGIN CERTIFICATE" in carried and b"PRIVATE KEY" not in carried
+    assert b"BEGIN CERTIFICATE" in carried and b"PRIVATE KEY" not in carried and FORWARDER.read_bytes() in carried
     assert b"PRIVATE KEY" in (tmp_path / "ca" / "mitmproxy-ca.pem").read_bytes()
     assert oct((tmp_path / "ca").stat().st_mode & 0o777) == "0o700"
 
