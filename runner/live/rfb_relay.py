@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from runner.net import close_socket
+
 from runner.display.vnc import CLICK_SETTLE_S, KEY_GAP_S, POINTER_GAP_S
 from runner.display.vnc_auth import vnc_auth_response
 from runner.errors import InfraError
@@ -194,7 +196,7 @@ class RfbRelay:
                 self._input.close()  # what a person already sent still goes: a last Enter counts
                 pacing.join(DRAIN_TIMEOUT_S)
         finally:
-            _close(server)
+            close_socket(server)
             self.browser.close()
 
     # -- the VM's side: we are its client
@@ -335,10 +337,3 @@ class RfbRelay:
             except Exception as exc:  # noqa: BLE001 - a bookkeeping failure must not cut a person off
                 log.warning("could not record an intervention: %s", exc)
 
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()

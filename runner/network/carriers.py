@@ -19,6 +19,8 @@ import threading
 import time
 from types import TracebackType
 
+from runner.net import close_socket
+
 GUEST_CARRIER_PORT = 3129  # in the guest: where the host's carriers arrive (from 10.0.2.2 only)
 GUEST_PROXY_PORT = 3128  # in the guest: the proxy's address for its applications (127.0.0.1)
 IDLE_CARRIERS = 4
@@ -50,7 +52,7 @@ class Carriers:
         self._stop.set()
         with self._lock:
             for s in list(self._sockets):
-                _close(s)
+                close_socket(s)
             threads = list(self._threads)
         for thread in threads:
             thread.join(timeout=5)
@@ -113,7 +115,7 @@ class Carriers:
         s.settimeout(None)
         with self._lock:
             if self._stop.is_set():
-                _close(s)
+                close_socket(s)
                 return None
             self._sockets.add(s)
         return s
@@ -121,7 +123,7 @@ class Carriers:
     def _forget(self, s: socket.socket) -> None:
         with self._lock:
             self._sockets.discard(s)
-        _close(s)
+        close_socket(s)
 
 
 def _first_bytes(carrier: socket.socket) -> bytes:
@@ -142,13 +144,6 @@ def _pump(source: socket.socket, sink: socket.socket, owner: Carriers) -> None:
         owner._forget(source)
         owner._forget(sink)
 
-
-def _close(s: socket.socket) -> None:
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    s.close()
 
 
 def wait_joined(carriers: Carriers, count: int, timeout: float) -> bool:

@@ -38,17 +38,23 @@ verdict fail "the guest reached something"
 """
 
 
+def served_task(folder: Path, head: str, page: str, oracle: str, verify: str) -> None:
+    """A task whose service site.test serves PAGE from its folder site/; HEAD: task.yaml's fields
+    before its network block."""
+    (folder / "site").mkdir(parents=True)
+    (folder / "site" / "index.html").write_text(page)
+    (folder / "task.yaml").write_text(head + "network:\n  services:\n    - {name: site.test, serve: site}\n")
+    (folder / "oracle.sh").write_text(oracle)
+    (folder / "verify.sh").write_text(verify)
+
+
 def suite(root: Path) -> Path:
-    fetch = root / "fetch-page"
-    (fetch / "site").mkdir(parents=True)
-    (fetch / "site" / "index.html").write_text("<h1>cu-run network</h1>\n")
-    (fetch / "task.yaml").write_text(
-        "id: fetch-page\ninstruction: Save http://site.test/index.html as ~/page.html.\nprofile: linux\n"
-        "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\n"
-        "network:\n  services:\n    - {name: site.test, serve: site}\n")
-    (fetch / "oracle.sh").write_text(FETCH)
-    (fetch / "verify.sh").write_text('grep -q "cu-run network" "$USER_HOME/page.html" && verdict pass\n'
-                                     'verdict fail "page.html does not hold the page"\n')
+    served_task(root / "fetch-page",
+                "id: fetch-page\ninstruction: Save http://site.test/index.html as ~/page.html.\nprofile: linux\n"
+                "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\n",
+                "<h1>cu-run network</h1>\n", FETCH,
+                'grep -q "cu-run network" "$USER_HOME/page.html" && verdict pass\n'
+                'verdict fail "page.html does not hold the page"\n')
     plain = root / "no-network"
     plain.mkdir()
     (plain / "task.yaml").write_text("id: no-network\ninstruction: Nothing.\nprofile: linux\ntimeout_s: 60\n"
@@ -110,15 +116,12 @@ timeout 180 chromium --headless=new --user-data-dir="$profile" --dump-dom https:
 @pytest.mark.full  # the desktop's Chromium under TCG; the default tier's networked episode is the one above
 def test_chromium_on_the_desktop_loads_a_service_over_https_through_the_proxy(desktop_image, tmp_path):
     root = tmp_path / "suite"
-    task = root / "https-page"
-    (task / "site").mkdir(parents=True)
-    (task / "site" / "index.html").write_text("<html><body><p id=m>served through the proxy</p></body></html>\n")
-    (task / "task.yaml").write_text(
-        "id: https-page\ninstruction: Open https://site.test/.\nprofile: linux\nimage: linux-desktop\n"
-        "timeout_s: 300\nwrite_set: {enabled: false}\nnetwork:\n  services:\n    - {name: site.test, serve: site}\n")
-    (task / "oracle.sh").write_text(CHROMIUM)
-    (task / "verify.sh").write_text('grep -q "served through the proxy" "$USER_HOME/dom.html" && verdict pass\n'
-                                    'verdict fail "no page: $(tail -c 300 "$USER_HOME/chromium.log")"\n')
+    served_task(root / "https-page",
+                "id: https-page\ninstruction: Open https://site.test/.\nprofile: linux\nimage: linux-desktop\n"
+                "timeout_s: 300\nwrite_set: {enabled: false}\n",
+                "<html><body><p id=m>served through the proxy</p></body></html>\n", CHROMIUM,
+                'grep -q "served through the proxy" "$USER_HOME/dom.html" && verdict pass\n'
+                'verdict fail "no page: $(tail -c 300 "$USER_HOME/chromium.log")"\n')
     out = tmp_path / "run"
     result = cu_run("run", "--suite", str(root), "--agent", "oracle", "--out", str(out), timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
