@@ -267,8 +267,10 @@ fi
 if command -v certutil >/dev/null; then
     install -m 644 "$d/cu-run-episode-ca.pem" /run/cu-run-episode-ca.pem
     home={shlex.quote(user.home)}
-    for db in "$home/.pki/nssdb" $(find "$home/.thunderbird" "$home/.mozilla/firefox" \
-            -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+    # Chromium's store, and each Thunderbird or Firefox profile (*.default*; beside them are
+    # folders such as "Crash Reports", whose names hold spaces: read a line at a time).
+    {{ echo "$home/.pki/nssdb"; find "$home/.thunderbird" "$home/.mozilla/firefox" -mindepth 1 -maxdepth 1 \\
+        -type d -name '*.default*' 2>/dev/null; }} | while IFS= read -r db; do
         runuser -u {shlex.quote(user.name)} -- sh -c '
             mkdir -p "$1" && {{ [ -f "$1/cert9.db" ] || certutil -N --empty-password -d "sql:$1"; }} &&
             certutil -A -d "sql:$1" -t C,, -n "cu-run episode CA" -i /run/cu-run-episode-ca.pem' sh "$db"
