@@ -128,7 +128,10 @@ class Rules:
                                            {"Content-Type": "text/plain", REFUSED_HEADER: verdict})
 
     def _log(self, entry: dict) -> None:
-        line = json.dumps({"t": round(time.time(), 3), **entry}, sort_keys=True)
+        # t: the wall clock, for a person (at a frozen clock, the task's instant on); mono: the
+        # host's monotonic clock, which libfaketime leaves real and every process shares: what the
+        # runner judges the agent's time by.
+        line = json.dumps({"t": round(time.time(), 3), "mono": round(time.monotonic(), 3), **entry}, sort_keys=True)
         with self._lock, self.log_path.open("a") as out:
             out.write(line + "\n")
 

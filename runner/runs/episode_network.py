@@ -33,11 +33,12 @@ class EpisodeNetwork:
     proxy: EpisodeProxy
 
     def violations(self, since: float, until: float) -> list[Violation]:
-        """Every request the proxy refused between SINCE and UNTIL (the agent's time): each one is
-        a request outside the allowed origins."""
+        """Every request the proxy refused between SINCE and UNTIL (the agent's time, on the host's
+        monotonic clock, which a frozen clock leaves alone): each one is a request outside the
+        allowed origins."""
         found = []
         for entry in self.proxy.entries():
-            if entry.get("verdict") == "refused" and since <= float(entry.get("t", 0)) <= until:
+            if entry.get("verdict") == "refused" and since <= float(entry.get("mono", -1)) <= until:
                 url = str(entry.get("url", ""))[:MAX_URL]
                 found.append(Violation(NETWORK_RULE, None, f"outside the allowed origins: {url} "
                                                            f"({str(entry.get('reason', ''))[:MAX_URL]})"))

@@ -138,7 +138,8 @@ class EpisodeScript:
         self.ep_dir = ep_dir
         self.state = EpisodeState()
         self._network: EpisodeNetwork | None = None
-        self._agent_window = (0.0, 0.0)  # the agent's time, to its quarantine: what the network's refusals are judged in
+        # The agent's time (time.monotonic), to its quarantine: what the network's refusals are judged in.
+        self._agent_window = (0.0, 0.0)
         self._set_phase = set_phase
         self._at_agent_start = at_agent_start
 
@@ -152,7 +153,7 @@ class EpisodeScript:
                 self._at_agent_start()
                 state.stage = "agent"
                 t = time.monotonic()
-                self._agent_window = (time.time(), float("inf"))
+                self._agent_window = (time.monotonic(), float("inf"))
                 agent_result = self._run_agent()
                 state.phases["agent"] = round(time.monotonic() - t, 3)
                 self.agent_ended()
@@ -213,7 +214,7 @@ class EpisodeScript:
         (ep_dir / "quarantine.log").write_text(stopped + "\n")
         # The agent's time ends when its last process is stopped, not when it said it was done: a
         # process it left behind is the agent's until the quarantine.
-        self._agent_window = (self._agent_window[0], time.time())
+        self._agent_window = (self._agent_window[0], time.monotonic())
         state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
         changed = self._unexpected_changes(watch, before, after)
 

@@ -51,7 +51,9 @@ def served_task(folder: Path, head: str, page: str, oracle: str, verify: str) ->
 def suite(root: Path) -> Path:
     served_task(root / "fetch-page",
                 "id: fetch-page\ninstruction: Save http://site.test/index.html as ~/page.html.\nprofile: linux\n"
-                "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\n",
+                # At a frozen clock too: the proxy runs at the task's instant, and the agent's
+                # refused request must still be judged in the agent's time.
+                "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\nclock: 2026-01-15T10:00:00Z\n",
                 "<h1>cu-run network</h1>\n", FETCH,
                 'grep -q "cu-run network" "$USER_HOME/page.html" && verdict pass\n'
                 'verdict fail "page.html does not hold the page"\n')

@@ -10,6 +10,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -242,6 +243,13 @@ def test_at_a_frozen_clock_the_proxys_certificates_are_dated_from_the_instant(mi
 
             cert = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
     assert cert.not_valid_before_utc <= frozen < cert.not_valid_after_utc, (cert.not_valid_before_utc, frozen)
+    # Its log's wall time is the task's; its monotonic time, which the agent's window is judged by,
+    # is the host's own.
+    before = time.monotonic()
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "again", ProxyConfig(clock=frozen)) as p:
+        assert raw(p, b"GET http://nowhere.test/ HTTP/1.1\r\nHost: nowhere.test\r\n\r\n").startswith(b"HTTP/1.1 403")
+        (entry,) = p.entries()
+    assert entry["t"] < frozen.timestamp() + 3600 and before <= entry["mono"] <= time.monotonic()
 
 
 def test_a_plain_service_is_reached_over_https_with_the_proxys_certificate(mitmdump, run_ca, internet, tmp_path):

@@ -53,10 +53,11 @@ def test_a_bad_network_block_is_refused_naming_the_field(tmp_path, yaml, message
 
 
 def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_path):
-    log = [{"t": 5.0, "verdict": "refused", "url": "http://early.test/", "reason": "setup's"},
-           {"t": 15.0, "verdict": "refused", "url": "http://evil.test/" + "x" * 1000, "reason": "outside"},
-           {"t": 16.0, "verdict": "allowed", "url": "http://site.test/"},
-           {"t": 25.0, "verdict": "refused", "url": "http://late.test/", "reason": "verifier's"}]
+    # t is a frozen clock's wall time here, far from the window: mono is what is judged.
+    log = [{"t": 1e9, "mono": 5.0, "verdict": "refused", "url": "http://early.test/", "reason": "setup's"},
+           {"t": 1e9, "mono": 15.0, "verdict": "refused", "url": "http://evil.test/" + "x" * 1000, "reason": "outside"},
+           {"t": 1e9, "mono": 16.0, "verdict": "allowed", "url": "http://site.test/"},
+           {"t": 1e9, "mono": 25.0, "verdict": "refused", "url": "http://late.test/", "reason": "verifier's"}]
     network = EpisodeNetwork(SimpleNamespace(entries=lambda: log))
     (violation,) = network.violations(10.0, 20.0)
     assert violation.rule == "network" and violation.detail.startswith("outside the allowed origins: http://evil.test/")
