@@ -258,7 +258,8 @@ printf %s '{cert}' | base64 -d > "$d/cu-run-episode-ca.pem"
 setsid python3 "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
 i=0
 until grep -q listening "$d/forwarder.log" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -le 100 ] || {{ cat "$d/forwarder.log" >&2; exit 1; }}; sleep 0.1
+    # python3's start under TCG on a busy host takes seconds: a minute before it counts as failed.
+    i=$((i + 1)); [ "$i" -le 600 ] || {{ cat "$d/forwarder.log" >&2; exit 1; }}; sleep 0.1
 done
 if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
     cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt

@@ -200,8 +200,10 @@ def test_a_huge_request_or_response_is_refused_not_buffered(proxy, run_ca):
     head = b"POST http://plain.test/upload HTTP/1.1\r\nHost: plain.test\r\nContent-Length: %d\r\n\r\n" % HUGE
     try:
         answer = raw(proxy, head + b"y" * HUGE)
-    except ConnectionResetError:
-        answer = b""  # the proxy answered 413 and closed while the upload went on
+    except ConnectionError:
+        # The proxy answered 413 and closed while the upload went on: the write that finds it
+        # closed is refused with a reset or a broken pipe, as the timing falls.
+        answer = b""
     assert answer == b"" or answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert Site.posted == posted, "the huge request reached the site"
     assert fetch(proxy, "http://plain.test/upload", run_ca, data=b"small")[0] == 200
