@@ -26,6 +26,7 @@ from common import emit, summarize  # noqa: E402
 from loopback_http import LoopbackHTTP, QuietHandler  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
+from runner.choices import NetMode  # noqa: E402
 from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env  # noqa: E402
 
 PAGE = b"<html>" + b"x" * 20_000 + b"</html>"  # a small web page
@@ -59,16 +60,16 @@ def main() -> None:
             with EpisodeProxy(mitmdump, root / f"ca-{n}", root / f"start-{n}", ProxyConfig(allow=allow, mapped=mapped)):
                 starts.append(time.perf_counter() - t)
         cassette = root / "cassette.jsonl"
-        with EpisodeProxy(mitmdump, root / "ca-0", root / "record", ProxyConfig(allow=allow, mapped=mapped, mode="record",
+        with EpisodeProxy(mitmdump, root / "ca-0", root / "record", ProxyConfig(allow=allow, mapped=mapped, mode=NetMode.record,
                                                                                cassette=cassette)) as recording:
             opener(recording.port).open("http://site.test/page", timeout=30).read()
         with ExitStack() as stack:
             live = stack.enter_context(EpisodeProxy(mitmdump, root / "ca-0", root / "live",
                                                     ProxyConfig(allow=allow, mapped=mapped)))
             record = stack.enter_context(EpisodeProxy(mitmdump, root / "ca-0", root / "record-2", ProxyConfig(
-                allow=allow, mapped=mapped, mode="record", cassette=root / "cassette-2.jsonl")))
+                allow=allow, mapped=mapped, mode=NetMode.record, cassette=root / "cassette-2.jsonl")))
             replay = stack.enter_context(EpisodeProxy(mitmdump, root / "ca-0", root / "replay",
-                                                      ProxyConfig(allow=allow, mode="replay", cassette=cassette)))
+                                                      ProxyConfig(allow=allow, mode=NetMode.replay, cassette=cassette)))
             modes = {"direct": (opener(None), site.url + "/page"), "live": (opener(live.port), "http://site.test/page"),
                      "record": (opener(record.port), "http://site.test/page"),
                      "replay": (opener(replay.port), "http://site.test/page")}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from types import TracebackType
 
 from runner.net import close_socket
@@ -40,7 +39,7 @@ class Carriers:
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self.joined = 0  # tunnels made, for the episode's log
+        self.joined = 0  # tunnels made so far (what a test waits on)
 
     def __enter__(self) -> Carriers:
         for _ in range(self.idle):
@@ -143,12 +142,3 @@ def _pump(source: socket.socket, sink: socket.socket, owner: Carriers) -> None:
     finally:
         owner._forget(source)
         owner._forget(sink)
-
-
-
-def wait_joined(carriers: Carriers, count: int, timeout: float) -> bool:
-    """Whether CARRIERS joined COUNT tunnels within TIMEOUT (for tests)."""
-    deadline = time.monotonic() + timeout
-    while carriers.joined < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return carriers.joined >= count

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
 from runner.frozen_clock import frozen_clock_env
 from runner.net import free_port
@@ -90,7 +91,7 @@ class ProxyConfig:
     allow: tuple[str, ...] = ()
     mapped: dict[str, tuple[str, int]] = field(default_factory=dict)
     plain: tuple[str, ...] = ()  # mapped names served in plain HTTP, whatever scheme the guest used
-    mode: str = "live"  # live, record or replay
+    mode: NetMode = NetMode.live
     cassette: Path | None = None
     upstream_ca: Path | None = None  # trust this CA for upstream TLS too (a test's loopback stand-ins)
     clock: datetime.datetime | None = None  # the task's frozen clock: the proxy's certificates are dated by it
@@ -100,9 +101,7 @@ class EpisodeProxy:
     """One episode's proxy on 127.0.0.1:PORT, its log FOLDER/network.jsonl, until the block ends."""
 
     def __init__(self, mitmdump: Path, ca_dir: Path, folder: Path, config: ProxyConfig) -> None:
-        if config.mode not in ("live", "record", "replay"):
-            raise UsageError(f"--net must be live, record or replay, not {config.mode!r}")
-        if config.mode == "replay" and (config.cassette is None or not config.cassette.is_file()):
+        if config.mode == NetMode.replay and (config.cassette is None or not config.cassette.is_file()):
             raise UsageError(f"replay needs its cassette, and {config.cassette} is not a file")
         self.mitmdump, self.ca_dir, self.folder, self.config = mitmdump, ca_dir, folder, config
         self.port = 0

@@ -67,7 +67,7 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
             cassette = ep_dir / CASSETTE if mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
             allow=spec.origins(), mapped={s.name: s.address for s in services}, plain=tuple(s.name for s in services),
-            mode=str(mode), cassette=cassette,
+            mode=mode, cassette=cassette,
             clock=task.spec.clock)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)

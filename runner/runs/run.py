@@ -182,7 +182,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),
-        "network": _network_record(request, tasks),
+        "network": _network_record(request, plan),
         "resumed_at": [],
     }
 
@@ -300,13 +300,12 @@ def _without_oracle(request: RunRequest) -> list[str]:
     return [t.id for t in _chosen(request) if t.script("oracle") is None]
 
 
-def _network_record(request: RunRequest, tasks: tuple[Task, ...]) -> dict:
-    """run.json's network: the mode, the networked tasks, and the cassettes a replay answered from."""
-    from runner.runs.episode_network import cassette_hashes
-
-    networked = tuple(t for t in tasks if t.spec.network is not None)
-    return {"mode": str(request.how.net), "tasks": [t.id for t in networked],
-            "cassettes": cassette_hashes(networked, request.how.net)}
+def _network_record(request: RunRequest, plan: RunPlan) -> dict:
+    """run.json's network: the mode, the networked tasks, and the cassettes a replay answered from
+    (hashed once, by the plan)."""
+    networked = [t.id for t in plan.tasks if t.spec.network is not None]
+    return {"mode": str(request.how.net), "tasks": networked,
+            "cassettes": {task: sha for task, sha in plan.cassettes.items() if task in networked}}
 
 
 def _arguments(request: RunRequest) -> dict:

@@ -5,7 +5,7 @@ the agent, the image, the run folder). Every refusal of bad input happens here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +39,7 @@ class RunPlan:
     out_dir: Path
     previous: dict | None  # run.json of the run being resumed
     host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics, the assets
+    cassettes: dict[str, str] = field(default_factory=dict)  # --net replay: each networked task's cassette's sha256
 
     def planned(self, trials: int) -> list[tuple[str, int]]:
         return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
@@ -81,23 +82,23 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
                              "with another --out")
     check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {how.vm_pool} episode VMs")
-    _network_ready(settings, tasks, request.how.net)
+    cassettes = _network_ready(settings, tasks, request.how.net)
     scoring = _host_scoring(settings, request, tasks)
     if scoring is not None:
         tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
-    return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring)
+    return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring, cassettes)
 
 
-def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -> None:
+def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
     """Tasks with a network: on a guest that has the carriers' guest end (Linux), each with its
-    cassette for a replay, and the proxy's venv made before any VM starts (once, from PyPI)."""
+    cassette for a replay, and the proxy's venv made before any VM starts (once, from PyPI).
+    Returns the cassettes' sha256 by task (a replay's; run.json records them)."""
     networked = tuple(t for t in tasks if t.spec.network is not None)
     if not networked:
-        return
-    if mode == NetMode.replay:
-        from runner.runs.episode_network import cassette_hashes
+        return {}
+    from runner.runs.episode_network import cassette_hashes
 
-        cassette_hashes(networked, mode)  # each task's cassette there, or UsageError naming it
+    cassettes = cassette_hashes(networked, mode)  # each task's cassette there, or UsageError naming it
     elsewhere = [t.id for t in networked if not t.guest.carries_network]
     if elsewhere:
         raise UsageError(f"a task's network: needs a guest with a network end, and {', '.join(elsewhere)} run on "
@@ -105,6 +106,7 @@ def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -
     from runner.network.proxy import proxy_env
 
     proxy_env(settings.cache_dir, say=lambda line: print(line, flush=True))
+    return cassettes
 
 
 def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:

@@ -49,6 +49,13 @@ SUITE_DEFAULTS = "suite.yaml"
 SCRIPT_NAME = r"^[a-z0-9][a-z0-9-]*$"
 
 
+def inside_the_task(path: str, what: str) -> str:
+    """PATH, a path of the task's network block, when it names something inside the task's folder."""
+    if path.startswith("/") or ".." in Path(path).parts:
+        raise ValueError(f"{what} inside the task's folder")
+    return path
+
+
 class ServiceSpec(BaseModel):
     """A local server for the episode, reached from the guest by NAME through the proxy."""
 
@@ -68,9 +75,7 @@ class ServiceSpec(BaseModel):
     @field_validator("serve")
     @classmethod
     def _inside(cls, value: str) -> str:
-        if value.startswith("/") or ".." in Path(value).parts:
-            raise ValueError("a folder inside the task's folder")
-        return value
+        return inside_the_task(value, "a folder")
 
 
 class NetworkSpec(BaseModel):
@@ -87,9 +92,7 @@ class NetworkSpec(BaseModel):
     @field_validator("replay")
     @classmethod
     def _a_file_inside(cls, value: str | None) -> str | None:
-        if value is not None and (value.startswith("/") or ".." in Path(value).parts):
-            raise ValueError("a file inside the task's folder")
-        return value
+        return inside_the_task(value, "a file") if value is not None else None
 
     def host_only(self) -> tuple[str, ...]:
         """The task's paths that stay on the host: the services' folders and the cassette (what the

@@ -6,13 +6,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from loopback_http import LoopbackHTTP, QuietHandler
 
 from runner.net import free_port
-from runner.network.carriers import Carriers, wait_joined
+from runner.network.carriers import Carriers
 
 FORWARDER = Path(__file__).parents[2] / "runner" / "network" / "guest_forwarder.py"
 
@@ -20,6 +21,14 @@ FORWARDER = Path(__file__).parents[2] / "runner" / "network" / "guest_forwarder.
 class Echo(QuietHandler):
     def do_GET(self):  # noqa: N802 - http.server's name
         self.reply(f"you asked for {self.path}".encode())
+
+
+def wait_joined(carriers: Carriers, count: int, timeout: float) -> bool:
+    """Whether CARRIERS joined COUNT tunnels within TIMEOUT."""
+    deadline = time.monotonic() + timeout
+    while carriers.joined < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return carriers.joined >= count
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from loopback_http import LoopbackHTTP, QuietHandler
 
+from runner.choices import NetMode
 from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 
 HUGE = 20 * 2**20  # past the proxy's body limit (16 MiB)
@@ -108,7 +109,7 @@ def run_ca(tmp_path_factory):
     return folder
 
 
-def start(mitmdump, run_ca, folder, internet, mode="live", cassette=None, allow=("https://example.test:443",
+def start(mitmdump, run_ca, folder, internet, mode=NetMode.live, cassette=None, allow=("https://example.test:443",
                                                                                 "http://plain.test:80")):
     mapped = {"example.test": internet["example.test"], "plain.test": internet["plain.test"]}
     # The guest asks for example.test:443 and plain.test:80; the runner maps those names to the stand-ins.
@@ -213,12 +214,12 @@ def test_a_huge_request_or_response_is_refused_not_buffered(proxy, run_ca):
 
 def test_record_then_replay_gives_the_same_bytes_and_never_goes_out(mitmdump, run_ca, internet, tmp_path):
     cassette = tmp_path / "cassette.jsonl"
-    with start(mitmdump, run_ca, tmp_path / "record", internet, mode="record", cassette=cassette) as p:
+    with start(mitmdump, run_ca, tmp_path / "record", internet, mode=NetMode.record, cassette=cassette) as p:
         recorded = fetch(p, "https://example.test/counter", run_ca)
         assert recorded[0] == 200
     hits = Site.hits
     for attempt in ("first", "second"):
-        with start(mitmdump, run_ca, tmp_path / attempt, internet, mode="replay", cassette=cassette) as p:
+        with start(mitmdump, run_ca, tmp_path / attempt, internet, mode=NetMode.replay, cassette=cassette) as p:
             assert fetch(p, "https://example.test/counter", run_ca) == recorded
             status, body = fetch(p, "https://example.test/not-recorded", run_ca)
             assert status == 404 and b"not in the cassette" in body
@@ -260,7 +261,7 @@ def test_a_plain_service_is_reached_over_https_with_the_proxys_certificate(mitmd
     cassette = tmp_path / "cassette.jsonl"
     with EpisodeProxy(mitmdump, run_ca, tmp_path / "record", ProxyConfig(
             allow=("https://plain.test",), mapped={"plain.test": internet["plain.test"]}, plain=("plain.test",),
-            mode="record", cassette=cassette)) as p:
+            mode=NetMode.record, cassette=cassette)) as p:
         assert fetch(p, "https://plain.test/hello", run_ca) == (200, b"hello from plain.test")
         assert [e["url"] for e in p.entries()] == ["https://plain.test/hello"]
     assert json.loads(cassette.read_text())["key"].startswith("GET https://plain.test/hello ")
