@@ -101,15 +101,37 @@ class AssetStore:
             if entry is None:
                 problems.append(f"{url}: not in the asset store {self.root}")
                 continue
-            blob = self.blob(str(entry["sha256"]))
-            if not blob.is_file():
-                problems.append(f"{url}: its blob {blob} is missing")
-                continue
-            if verify and sha256_file(blob) != entry["sha256"]:
-                problems.append(f"{url}: its blob {blob} does not match its sha256 (altered or truncated)")
+            blob, problem = self.checked_blob(str(entry["sha256"]), verify)
+            if problem:
+                problems.append(f"{url}: {problem}")
                 continue
             found[url] = blob
         return found, problems
+
+    def checked_blob(self, sha256: str, verify: bool = True) -> tuple[Path, str | None]:
+        """The blob named SHA256, and what is wrong with it: missing, or (when VERIFY) not matching
+        its name."""
+        blob = self.blob(sha256)
+        if not blob.is_file():
+            return blob, f"its blob {blob} is missing"
+        if verify and sha256_file(blob) != sha256:
+            return blob, f"its blob {blob} does not match its sha256 (altered or truncated)"
+        return blob, None
+
+    def keep(self, data: bytes, key: str, source: str) -> str:
+        """DATA kept by its sha256 under KEY (in place of a URL: what it is, e.g. cassette:SUITE/TASK),
+        SOURCE saying where it came from; returns the sha256."""
+        digest = hashlib.sha256(data).hexdigest()
+        (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=self.root / "blobs", prefix=".partial-")
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(partial, self.blob(digest))
+        index = self.index()
+        index[key] = {"url": key, "sha256": digest, "size": len(data), "fetched_at": datetime.now(UTC).isoformat(),
+                      "fetched_from": source}
+        self._write_index(index)
+        return digest
 
     def fetch(self, urls: list[str], mirror: str | None = None, say: Callable[[str], None] = lambda _m: None,
               opener: Callable[[str], Any] | None = None) -> tuple[int, list[str]]:

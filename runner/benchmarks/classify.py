@@ -5,6 +5,9 @@ Tags (any number per task):
     assets        downloads files: inputs in its setup, gold files for its metric
     web           needs the internet: a web page in its setup or evaluation, a proxy, or an
                   instruction that sends the agent to a URL or has it install something
+    cassette      a web task that can run from a recorded cassette (--net record, then
+                  --net replay: docs/network.md); a web task without it needs the live
+                  internet, and its exclusion says why
     gdrive        needs Google Drive (an account and the internet)
     live-state    its getter reads a running app: the accessibility tree, Chrome's DevTools,
                   VLC's HTTP interface, the terminal's screen
@@ -19,6 +22,9 @@ Tags (any number per task):
     osworld|waa, <domain>
                   its benchmark, and its domain (chrome, libreoffice_calc, ...)
     offline       none of assets, web, gdrive, live-state, infeasible: runs from its JSON alone
+
+A web task's `origins` are the sites its files name (its setup's pages, its instruction's URLs):
+the importer writes them as the task's `network: allow:`.
 
 Each task also gets one *category*, the first of infeasible, gdrive, web, live-state,
 assets, offline that it has: the counts in docs/benchmarks.md are by category.
@@ -35,6 +41,8 @@ from urllib.parse import urlparse
 
 from runner.benchmarks import registry
 from runner.benchmarks.upstream import UpstreamTask
+from runner.network.policy import Origin, Refused
+from runner.profiles import get_profile
 
 CATEGORIES = ("infeasible", "gdrive", "web", "live-state", "assets", "offline")
 
@@ -60,12 +68,19 @@ _MARKERS = {
 _INSTALLS = re.compile(r"\binstall(s|ing)?\b", re.IGNORECASE)
 _URL = re.compile(r"https?://[^\s\"'\\<>]+")
 
+# What a cassette cannot stand in for: a recording holds the answers one episode was given, so a
+# task whose answers must be new, or whose requests no recording can foresee, needs the live web.
+_LOGIN = re.compile(r"\b(log|sign)[ -]?in(to)?\b", re.IGNORECASE)
+LIVE_FEEDS = {"speedtest.net": "it measures the live network (speedtest.net), which a recording only repeats"}
+RELATIVE_TIME_GETTERS = frozenset({"rule_relativeTime"})
+
 
 @dataclass(frozen=True)
 class Classification:
     tags: tuple[str, ...]
     category: str
     excluded: tuple[str, ...] = field(default=())  # reasons it cannot run here; empty: it can
+    origins: tuple[str, ...] = ()  # a web task's sites, as origins: its network: allow:
 
 
 def steps(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -115,6 +130,10 @@ def classify(task: UpstreamTask, collectable: Iterable[str] = ()) -> Classificat
         tags.add("assets")
     commands = _command_text(data)
     tags.update(name for name, marker in _MARKERS.items() if marker.search(commands))
+    origins = _origins(web_urls | {u for u in _URL.findall(instruction) if not _is_loopback(u)}) if "web" in tags else ()
+    web_reasons = _web_exclusions(task, origins, live_only(data, commands, getter_types)) if "web" in tags else []
+    if "web" in tags and not web_reasons:
+        tags.add("cassette")
     category = next((c for c in CATEGORIES[:-1] if c in tags), "offline")
     if category == "offline":
         tags.add("offline")
@@ -122,7 +141,50 @@ def classify(task: UpstreamTask, collectable: Iterable[str] = ()) -> Classificat
     listed = {"test-all"} if task.in_test_all else set()
     listed |= {"test-small"} if task.in_test_small else set()
     return Classification(tuple(sorted(tags | listed | {task.bench, task.domain})), category,
-                          tuple(_exclusions(task, tags, getter_types, set(collectable))))
+                          tuple(_exclusions(task, tags, getter_types, set(collectable)) + web_reasons), origins)
+
+
+def live_only(data: dict[str, Any], commands: str, getter_types: set[str]) -> list[str]:
+    """Why a web task needs the live internet, which no cassette can replay (empty: one can)."""
+    instruction = str(data.get("instruction", ""))
+    reasons = []
+    if _MARKERS["web"].search(commands) or _INSTALLS.search(instruction):
+        reasons.append("it installs software from a package index or a store, whose answers a recording "
+                       "holds only for the requests one install made")
+    if _LOGIN.search(instruction):
+        reasons.append("it logs in to a site: a session a recording cannot renew")
+    if getter_types & RELATIVE_TIME_GETTERS:
+        reasons.append("its expected answer is computed from the day it is scored, against the site's offers that day")
+    hosts = {urlparse(u).hostname or "" for u in _URL.findall(json.dumps(data))}
+    reasons += [why for feed, why in LIVE_FEEDS.items()
+                if feed in instruction or any(h == feed or h.endswith("." + feed) for h in hosts)]
+    return reasons
+
+
+def _web_exclusions(task: UpstreamTask, origins: tuple[str, ...], live: list[str]) -> list[str]:
+    profile = registry.get(task.bench).profile.profile
+    if not get_profile(profile).carries_network:
+        return [f"needs the internet, and {profile} guests have no network end yet (docs/network.md)"]
+    if live:
+        return ["needs the live internet, which a cassette cannot replay: " + "; ".join(live)]
+    if not origins:
+        return ["needs the internet, and names no site its network could allow"]
+    return []
+
+
+def _origins(urls: set[str]) -> tuple[str, ...]:
+    """The origins of URLS (scheme, name and port), sorted. A URL without a valid name is left
+    out, and so is one whose name has a single label: a rule's pattern ("https://www"), not a site."""
+    found = set()
+    for url in urls:
+        parts = urlparse(url.rstrip(".,;:)]}"))
+        try:
+            origin = Origin.parse(f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}")
+        except (ValueError, Refused):
+            continue
+        if "." in origin.host:
+            found.add(str(origin))
+    return tuple(sorted(found))
 
 
 def _exclusions(task: UpstreamTask, tags: set[str], getter_types: set[str], collectable: set[str]) -> list[str]:
@@ -132,8 +194,6 @@ def _exclusions(task: UpstreamTask, tags: set[str], getter_types: set[str], coll
                        "agents have no action to say")
     if "gdrive" in tags:
         reasons.append("needs Google Drive: an account and the internet")
-    if "web" in tags:
-        reasons.append("needs the internet, and cu-run's guests have none")
     missing_app = registry.get(task.bench).missing_apps.get(task.domain)
     if missing_app:
         reasons.append(missing_app)

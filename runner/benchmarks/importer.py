@@ -148,6 +148,9 @@ def _write_task(folder: Path, ident: str, task: UpstreamTask, tree: UpstreamTree
         "source": {"bench": task.bench, "version": tree.version, "path": task.path, "sha256": task.sha256,
                    "upstream_id": str(task.data.get("id"))},
     }
+    if classification.origins:
+        # Its sites, reached through the episode's proxy: live, recorded, or replayed (docs/network.md).
+        spec["network"] = {"allow": list(classification.origins)}
     if excluded:
         spec["excluded"] = excluded
         report.excluded[ident] = excluded

@@ -86,9 +86,50 @@ osw_quit_chrome() {  # upstream's `pkill chrome`: Chrome here is Chromium, whose
         sleep 0.3
     done
 }
-osw_chrome_open_tabs() {  # URL...: upstream opens them in the Chrome it debugs on port 9222
-    osw_launch google-chrome --remote-debugging-port=1337 "$@"
-    osw_wait_window "chrom" 180
+osw_chrome_open_tabs() {  # URL...: as upstream does, each in a new tab of the Chrome it debugs,
+    # waiting for each page to load (upstream: Playwright's goto), the last one in front. Chrome
+    # is started first if it is not running (a launch step may have started it: its DevTools port
+    # then comes up in its own time). Under TCG Chromium's network service
+    # can die while it starts and lose a navigation: a tab that has not loaded in a minute is
+    # opened again (three tries); one that never loads is said, and setup goes on, as upstream's.
+    pgrep -x chromium >/dev/null || osw_launch google-chrome --remote-debugging-port=1337
+    python3 - "$@" <<'PY'
+import json, sys, time, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # local: never through a proxy
+def call(path, method="GET"):
+    with opener.open(urllib.request.Request("http://127.0.0.1:1337" + path, method=method), timeout=10) as reply:
+        return reply.read()
+deadline = time.monotonic() + 180
+while True:
+    try:
+        call("/json/version")
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("Chrome's DevTools did not answer on port 1337 in 180 s")
+        time.sleep(0.5)
+last = None
+for url in sys.argv[1:]:
+    for attempt in range(3):
+        tab = json.loads(call("/json/new?" + url, "PUT"))["id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            titles = {t["id"]: t.get("title") for t in json.loads(call("/json/list"))}
+            if tab not in titles or titles[tab]:
+                break
+            time.sleep(0.5)
+        if titles.get(tab):
+            last = tab
+            break
+        try:
+            call("/json/close/" + tab)
+        except OSError:
+            pass
+    else:
+        print(f"{url}: no page after 3 tries", file=sys.stderr)
+if last is not None:
+    call("/json/activate/" + last)
+PY
 }
 
 # -- the collector's side: what a getter gathers goes under $EXPORT/SLOT

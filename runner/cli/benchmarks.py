@@ -42,6 +42,28 @@ def assets_fetch(
         raise typer.Exit(ExitCode.INFRA)
 
 
+@assets_app.command("cassettes")
+def assets_cassettes(
+    run_dir: Annotated[Path, typer.Argument(help="a --net record run's --out folder (or validate's)")],
+    assets: Annotated[Path, typer.Option("--assets", help="the asset store to keep them in (made if missing)")],
+) -> None:
+    """Keep a recording's cassettes in the asset store, by sha256, and name them in its suite for --net replay."""
+    from runner.benchmarks.assets import AssetStore
+    from runner.records.cassettes import keep_cassettes
+    from runner.tasks.model import SUITE_CASSETTES
+
+    kept = keep_cassettes(run_dir, AssetStore(assets))
+    for task_id, sha in kept.cassettes.items():
+        con.print(f"{escape(task_id)}: {sha}", highlight=False)
+    for task_id in kept.unrecorded:
+        err.print(f"[yellow]no cassette:[/] {escape(task_id)} (no episode of it was recorded)", highlight=False)
+    con.print(f"kept {len(kept.cassettes)} cassettes in {escape(str(assets))}, named in "
+              f"{escape(str(kept.suite / SUITE_CASSETTES))}; replay them with: cu-run run --suite {escape(str(kept.suite))} "
+              f"--net replay --assets {escape(str(assets))} ...", highlight=False)
+    if not kept.cassettes:
+        raise typer.Exit(ExitCode.BAD_INPUT)
+
+
 @scoring_app.command("env")
 def scoring_env(
     evaluators: EvaluatorsOpt = None,

@@ -98,6 +98,9 @@ StartOpt = Annotated[StartChoice, typer.Option("--start", help="warm (restore a 
 NetOpt = Annotated[NetMode, typer.Option(
     "--net", help="a networked task's proxy: live (its allowed origins), record (live, each episode's answers to its "
                   "cassette.jsonl) or replay (the task's cassette alone, air-gapped) (docs/network.md)")]
+NetHostsOpt = Annotated[Path | None, typer.Option(
+    "--net-hosts", help="with live or record: a YAML file of name: address:port (and ca:) sending allowed names to a "
+                        "mirror or loopback stand-ins (docs/network.md)")]
 LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
 LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
 LiveHostOpt = Annotated[str, typer.Option("--live-host",

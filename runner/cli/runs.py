@@ -28,6 +28,7 @@ from runner.cli.options import (
     LiveHostOpt,
     LiveOpt,
     NetOpt,
+    NetHostsOpt,
     LivePortOpt,
     OutOpt,
     PoolOpt,
@@ -68,6 +69,7 @@ def run(
         "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
     record: RecordOpt = False,
     net: NetOpt = NetMode.live,
+    net_hosts: NetHostsOpt = None,
     gate: Annotated[Gate, typer.Option(
         "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = Gate.all,
     accel: AccelOpt = AccelChoice.auto,
@@ -104,7 +106,8 @@ def run(
                        record=record, cluster=cluster, selection=selection, mcp_server=mcp_server,
                        mcp_server_url=mcp_server_url, live=live, live_port=live_port, live_host=live_host,
                        live_control=live_control, model=model, agent_env=_key_values(agent_env or []),
-                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators, net=net)
+                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators, net=net,
+                       net_hosts=net_hosts)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
@@ -125,6 +128,7 @@ def validate(
     start: StartOpt = StartChoice.auto,
     record: RecordOpt = False,
     net: NetOpt = NetMode.live,
+    net_hosts: NetHostsOpt = None,
     cluster: ClusterOpt = None,
     selection: SelectionOpt = None,
     live: LiveOpt = False,
@@ -139,8 +143,8 @@ def validate(
 
     found = validate_suite(suite, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), out=out,
                            cache_dir=cache_dir, libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials,
-                           image=image, accel=accel, start=start, record=record, net=net, cluster=cluster,
-                           selection=selection,
+                           image=image, accel=accel, start=start, record=record, net=net, net_hosts=net_hosts,
+                           cluster=cluster, selection=selection,
                            live=live, live_port=live_port, live_host=live_host, live_control=live_control,
                            assets=assets, evaluators=evaluators)
     raise typer.Exit(found.exit_code)

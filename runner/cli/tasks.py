@@ -11,6 +11,7 @@ from rich.table import Table
 
 from runner.config import Settings
 from runner.errors import ExitCode, UsageError
+from runner.tasks.model import Task
 from runner.cli.options import (
     _comma_list,
     AccelChoice,
@@ -47,10 +48,13 @@ def tasks_list(suite: SuiteOpt = "linux-core", tags: TagsOpt = None, exclude_tag
     chosen = tag_filter(tags, exclude_tags)
     shown = [t for t in loaded.tasks if chosen.matches(t)]
     if not counts:
-        table = Table("id", "profile", "timeout", "tags", "runs here", title=f"{loaded.name} ({loaded.folder})")
+        networked = any(t.spec.network is not None for t in shown)
+        columns = ("id", "profile", "timeout", "tags", "runs here", *(("network",) if networked else ()))
+        table = Table(*columns, title=f"{loaded.name} ({loaded.folder})")
         for t in shown:
             table.add_row(escape(t.id), t.spec.profile, f"{t.spec.timeout_s} s", escape(", ".join(t.spec.tags)),
-                          "yes" if not t.spec.excluded else f"no: {escape('; '.join(t.spec.excluded))}")
+                          "yes" if not t.spec.excluded else f"no: {escape('; '.join(t.spec.excluded))}",
+                          *((escape(network_column(t)),) if networked else ()))
         con.print(table)
     by_tag = Counter(tag for t in shown for tag in t.spec.tags)
     runnable = Counter(tag for t in shown if not t.spec.excluded for tag in t.spec.tags)
@@ -61,6 +65,18 @@ def tasks_list(suite: SuiteOpt = "linux-core", tags: TagsOpt = None, exclude_tag
     left_out = [t for t in shown if t.spec.excluded]
     con.print(f"{len(shown) - len(left_out)} of {len(shown)} tasks run here; runs leave out the other {len(left_out)}"
               if left_out else f"all {len(shown)} tasks run here")
+
+
+def network_column(task: Task) -> str:
+    """What a task's network is, for `tasks list`: whether a replay has a cassette for it."""
+    network = task.spec.network
+    if network is None:
+        return "none"
+    if network.replay:
+        return f"replays {network.replay[:19]}" + ("..." if network.replay.startswith("sha256:") else "")
+    if network.allow:
+        return "no cassette yet: --net record, then cu-run assets cassettes"
+    return "its services"
 
 
 @tasks_app.command("import")
@@ -163,7 +179,7 @@ def tasks_select(
     from runner.runs.run import run_suite
     from runner.tasks.model import load_suite
     from runner.benchmarks.assets import missing_assets
-    from runner.tasks.selection import Exclusions, baseline_runner, draw
+    from runner.tasks.selection import Exclusions, baseline_runner, draw, first_reason, offline_baseline
 
     if baseline not in ("nop", "none"):
         raise UsageError(f"--baseline must be nop or none, not {baseline!r}")
@@ -180,7 +196,8 @@ def tasks_select(
         return run_suite(settings, request, err).records
 
     selection = draw(loaded, seed, count, exclusions, baseline_runner(run) if baseline != "none" else None,
-                     batch=vm_pool, baseline_name=baseline, precheck=missing_assets(assets))
+                     batch=vm_pool, baseline_name=baseline,
+                     precheck=first_reason(offline_baseline, missing_assets(assets)))
     if baseline != "none":
         selection.baseline_run = folder.name
     out.write_text(selection.as_yaml())

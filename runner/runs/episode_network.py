@@ -7,20 +7,22 @@ A task without `network:` gets none of this: its guest keeps no route anywhere.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.benchmarks.assets import ASSETS_ENV, AssetStore, sha256_file
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
+from runner.network.cassette import CASSETTE
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.services import FolderService
+from runner.network.settings import NetHosts, NetSettings
 from runner.scoring.safety import Violation
-from runner.tasks.model import Task
+from runner.tasks.model import STORED, Task
 from runner.vm.episode import EpisodeVM
 
 FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
@@ -45,29 +47,28 @@ class EpisodeNetwork:
         return found
 
 
-CASSETTE = "cassette.jsonl"  # what --net record writes in each episode's folder
-
-
 @contextmanager
 def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
-                    mode: NetMode = NetMode.live) -> Iterator[EpisodeNetwork]:
-    """TASK's network for the episode on VM. MODE: live, record (the answers to ep_dir/cassette.jsonl)
-    or replay (the task's cassette alone: no service runs, nothing is connected to)."""
+                    net: NetSettings) -> Iterator[EpisodeNetwork]:
+    """TASK's network for the episode on VM. NET's mode: live, record (the answers to
+    ep_dir/cassette.jsonl) or replay (the task's cassette alone: no service runs, nothing is
+    connected to); its hosts file leads allowed names elsewhere while the proxy connects."""
     spec = task.spec.network
     assert spec is not None, "a task without network: gets none"
     mitmdump = proxy_env(cache_dir)
     ca_dir = vm.workdir / "network-ca"  # the run's own 0700 folder, removed with the VM: the key stays here
     make_run_ca(ca_dir)
+    hosts = net.hosts or NetHosts()
     with ExitStack() as stack:
-        if mode == NetMode.replay:
+        if net.mode == NetMode.replay:
             services: list[FolderService] = []
-            cassette: Path | None = replay_cassette(task)
+            cassette: Path | None = replay_cassette(task, net.assets).path
         else:
             services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
-            cassette = ep_dir / CASSETTE if mode == NetMode.record else None
+            cassette = ep_dir / CASSETTE if net.mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
-            allow=spec.origins(), mapped={s.name: s.address for s in services}, plain=tuple(s.name for s in services),
-            mode=mode, cassette=cassette,
+            allow=spec.origins(), mapped={**hosts.hosts, **{s.name: s.address for s in services}},
+            plain=tuple(s.name for s in services), mode=net.mode, cassette=cassette, upstream_ca=hosts.ca,
             clock=task.spec.clock)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
@@ -81,25 +82,44 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
         (ep_dir / "network.json").write_text(json.dumps({
-            "mode": str(mode), "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
+            "mode": str(net.mode), "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
             "cassette": str(cassette) if cassette else None,
             "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}"}, indent=2) + "\n")
         yield EpisodeNetwork(proxy)
 
 
-def replay_cassette(task: Task) -> Path:
-    """The cassette TASK replays from; UsageError when it has none (checked before any VM starts)."""
+@dataclass(frozen=True)
+class Cassette:
+    path: Path
+    sha256: str
+
+
+def replay_cassette(task: Task, assets: Path | None) -> Cassette:
+    """The cassette TASK replays from, hashed: a file of its folder, or sha256:HEX kept in the asset
+    store ASSETS (checked against its name). UsageError when it has none, or it is not there."""
     spec = task.spec.network
-    path = task.folder / spec.replay if spec is not None and spec.replay else None
-    if path is None or not path.is_file():
-        raise UsageError(f"--net replay: task {task.id} has no cassette to replay"
-                         + (f" ({path} is not a file)" if path is not None else ""),
-                         fix="record one with --net record, then name it in the task's network: replay:")
-    return path
+    named = spec.replay if spec is not None else None
+    if named is None:
+        raise UsageError(f"--net replay: task {task.id} has no cassette to replay",
+                         fix="record one with --net record, then keep it: cu-run assets cassettes RUN_DIR --assets DIR")
+    if not STORED.match(named):
+        path = task.folder / named
+        if not path.is_file():
+            raise UsageError(f"--net replay: task {task.id}'s cassette {path} is not a file")
+        return Cassette(path, sha256_file(path))
+    if assets is None:
+        raise UsageError(f"--net replay: task {task.id}'s cassette is {named[:19]}... in an asset store, and none was given",
+                         fix=f"pass --assets DIR (or set {ASSETS_ENV})")
+    sha256 = named.removeprefix("sha256:")
+    blob, problem = AssetStore(assets).checked_blob(sha256)
+    if problem:
+        raise UsageError(f"--net replay: task {task.id}'s cassette: {problem}",
+                         fix="keep it again from its recording: cu-run assets cassettes RUN_DIR --assets DIR")
+    return Cassette(blob, sha256)
 
 
-def cassette_hashes(tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
+def cassette_hashes(tasks: tuple[Task, ...], net: NetSettings) -> dict[str, str]:
     """run.json's record of what a replay answered from: each networked task's cassette, by sha256."""
-    if mode != NetMode.replay:
+    if net.mode != NetMode.replay:
         return {}
-    return {t.id: hashlib.sha256(replay_cassette(t).read_bytes()).hexdigest() for t in tasks if t.spec.network}
+    return {t.id: replay_cassette(t, net.assets).sha256 for t in tasks if t.spec.network}

@@ -168,7 +168,9 @@ class EpisodeScript:
         from runner.runs.episode_network import episode_network
 
         self._set_phase("network")
+        t = time.monotonic()
         with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir, self.pool.net) as network:
+            self.state.phases["network"] = round(time.monotonic() - t, 3)  # its proxy, carriers and guest end
             self._network = network
             try:
                 yield

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.benchmarks.host_scoring import HostScoring
-from runner.choices import NetMode
 from runner.hypervisor.domain_xml import Accel
 from runner.profiles.catalog import Image
 from runner.vm.warm_state import WarmSlot
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
+from runner.network.settings import NetSettings
 from runner.tasks.model import SafetyRule
 
 INFRA_RETRIES = 2
@@ -36,4 +36,4 @@ class PoolConfig:
     mcp_server: ExternalServer | None = None  # an external MCP server's tools instead of cu-run's (runner.mcp.proxy)
     standby: bool = True  # with spare warm states: each slot's next VM made ready ahead (runner.runs.standby)
     host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics (runner.benchmarks)
-    net: NetMode = NetMode.live  # a networked task's proxy: live, record or replay (runner.runs.episode_network)
+    net: NetSettings = NetSettings()  # a networked task's proxy: its mode, cassettes, hosts (runner.runs.episode_network)

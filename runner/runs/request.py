@@ -16,7 +16,9 @@ from runner.agents.base import Agent
 from runner.agents.registry import make_agent
 from runner.choices import AccelChoice, Gate, NetMode, StartChoice, chosen
 from runner.errors import UsageError
+from runner.benchmarks.assets import assets_root
 from runner.mcp.proxy import ExternalServer
+from runner.network.settings import NetHosts, NetSettings
 from runner.mcp.server import DEFAULT_TOOLSETS
 from runner.tasks.model import TagFilter, Task
 
@@ -64,6 +66,7 @@ class HowToRun:
     standby: bool = True  # with spare warm states, each slot's next VM is made ready ahead (runner.runs.standby)
     record: bool = False  # each episode's screen to recording.mp4
     net: NetMode = NetMode.live  # a networked task's proxy (docs/network.md)
+    net_hosts: Path | None = None  # where a live or recording proxy connects allowed names (runner.network.settings)
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class RunOptions(TypedDict, total=False):
     standby: bool
     record: bool
     net: str | NetMode
+    net_hosts: str | Path | None
     cluster: str | None
     live: bool
     live_port: int
@@ -189,7 +193,7 @@ def _edge_types(given: dict[str, Any]) -> dict[str, Any]:
     """The CLI's and the API's values as the parts type them: paths, tuples, and the choices
     (runner.choices) made from their text here, once."""
     out = dict(given)
-    for name in ("out", "selection", "assets"):
+    for name in ("out", "selection", "assets", "net_hosts"):
         if out.get(name) is not None:
             out[name] = Path(out[name])
     if isinstance(out.get("tools"), str):  # "screen,mouse", as the CLI takes it
@@ -203,6 +207,12 @@ def _edge_types(given: dict[str, Any]) -> dict[str, Any]:
         if name in out:
             out[name] = chosen(kind, out[name], f"--{name}")
     return out
+
+
+def net_settings(request: RunRequest) -> NetSettings:
+    """What REQUEST's networked episodes share: --net, the asset store, --net-hosts (read and checked)."""
+    hosts = NetHosts.load(request.how.net_hosts) if request.how.net_hosts is not None else None
+    return NetSettings(request.how.net, assets_root(request.work.assets), hosts)
 
 
 def episode_tasks(request: RunRequest, tasks: tuple[Task, ...]) -> tuple[Task, ...]:

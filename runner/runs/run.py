@@ -182,7 +182,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
         "arguments": _arguments(request),
-        "network": _network_record(request, plan),
+        "network": _network_record(plan),
         "resumed_at": [],
     }
 
@@ -300,12 +300,13 @@ def _without_oracle(request: RunRequest) -> list[str]:
     return [t.id for t in _chosen(request) if t.script("oracle") is None]
 
 
-def _network_record(request: RunRequest, plan: RunPlan) -> dict:
+def _network_record(plan: RunPlan) -> dict:
     """run.json's network: the mode, the networked tasks, and the cassettes a replay answered from
     (hashed once, by the plan)."""
     networked = [t.id for t in plan.tasks if t.spec.network is not None]
-    return {"mode": str(request.how.net), "tasks": networked,
-            "cassettes": {task: sha for task, sha in plan.cassettes.items() if task in networked}}
+    return {"mode": str(plan.net.mode), "tasks": networked,
+            "cassettes": {task: sha for task, sha in plan.cassettes.items() if task in networked},
+            "hosts": plan.net.hosts.record() if plan.net.hosts else None}
 
 
 def _arguments(request: RunRequest) -> dict:

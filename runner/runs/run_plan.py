@@ -21,7 +21,8 @@ from runner.mcp.server import resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.resume_check import resume_differences
 from runner.choices import NetMode
-from runner.runs.request import RunRequest, Where, episode_tasks, external_server, request_agent
+from runner.network.settings import NetSettings
+from runner.runs.request import RunRequest, Where, episode_tasks, external_server, net_settings, request_agent
 from runner.records.results import RESULTS, ResultLog
 from runner.tasks.lint import errors, lint_task_scripts
 from runner.tasks.model import Suite, Task, load_suite
@@ -40,6 +41,7 @@ class RunPlan:
     previous: dict | None  # run.json of the run being resumed
     host_scoring: HostScoring | None = None  # imported tasks: their benchmark's metrics, the assets
     cassettes: dict[str, str] = field(default_factory=dict)  # --net replay: each networked task's cassette's sha256
+    net: NetSettings = NetSettings()  # --net, the asset store, --net-hosts
 
     def planned(self, trials: int) -> list[tuple[str, int]]:
         return [(t.id, trial) for trial in range(1, trials + 1) for t in self.tasks]
@@ -82,31 +84,43 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
                              "with another --out")
     check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {how.vm_pool} episode VMs")
-    cassettes = _network_ready(settings, tasks, request.how.net)
+    net = net_settings(request)
+    tasks, cassettes = _network_ready(settings, tasks, net, named=bool(work.tasks or work.selection))
     scoring = _host_scoring(settings, request, tasks)
     if scoring is not None:
         tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
-    return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring, cassettes)
+    return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring, cassettes, net)
 
 
-def _network_ready(settings: Settings, tasks: tuple[Task, ...], mode: NetMode) -> dict[str, str]:
-    """Tasks with a network: on a guest that has the carriers' guest end (Linux), each with its
-    cassette for a replay, and the proxy's venv made before any VM starts (once, from PyPI).
-    Returns the cassettes' sha256 by task (a replay's; run.json records them)."""
+def _network_ready(settings: Settings, tasks: tuple[Task, ...], net: NetSettings,
+                   named: bool) -> tuple[tuple[Task, ...], dict[str, str]]:
+    """TASKS ready for their network: each networked one on a guest with the carriers' guest end
+    (Linux); in a replay, each with its cassette, else refused when NAMED (--tasks, --selection) and
+    left out with a line when not; the proxy's venv made before any VM starts (once, from PyPI).
+    Returns the tasks and the replay's cassettes' sha256 by task (run.json records them)."""
     networked = tuple(t for t in tasks if t.spec.network is not None)
     if not networked:
-        return {}
-    from runner.runs.episode_network import cassette_hashes
-
-    cassettes = cassette_hashes(networked, mode)  # each task's cassette there, or UsageError naming it
+        return tasks, {}
     elsewhere = [t.id for t in networked if not t.guest.carries_network]
     if elsewhere:
         raise UsageError(f"a task's network: needs a guest with a network end, and {', '.join(elsewhere)} run on "
                          "guests without one yet (Linux has one)", fix="leave them out; docs/network.md says what is built")
+    from runner.runs.episode_network import cassette_hashes
+
+    if net.mode == NetMode.replay and not named:
+        missing = [t.id for t in networked if t.spec.network is not None and t.spec.network.replay is None]
+        if missing:
+            print(f"left out of the replay, as they have no cassette: {', '.join(missing)}", flush=True)
+            tasks = tuple(t for t in tasks if t.id not in missing)
+            networked = tuple(t for t in networked if t.id not in missing)
+            if not tasks:
+                raise UsageError("--net replay: no task of the run has a cassette", fix="record them with --net record, "
+                                 "then keep them: cu-run assets cassettes RUN_DIR --assets DIR")
+    cassettes = cassette_hashes(networked, net)  # each task's cassette there, or UsageError naming it
     from runner.network.proxy import proxy_env
 
     proxy_env(settings.cache_dir, say=lambda line: print(line, flush=True))
-    return cassettes
+    return tasks, cassettes
 
 
 def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.agents.base import Agent
-from runner.choices import AccelChoice, NetMode, StartChoice
+from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
 from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
 from runner.hypervisor.domain_xml import Accel
@@ -30,11 +30,12 @@ from runner.vm.warm_state import WarmSlot
 from runner.vm.warming import warm_image
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS
+from runner.network.settings import NetSettings
 from runner.profiles import GuestProfile
 from runner.vm.admission import Admission, admit, available_mib
 from runner.benchmarks.host_scoring import HostScoring
 from runner.runs.pool_config import PoolConfig
-from runner.runs.request import RunRequest, external_server
+from runner.runs.request import RunRequest, external_server, net_settings
 from runner.runs.standby import leaves_a_core
 from runner.tasks.model import SafetyRule
 
@@ -77,7 +78,7 @@ class RunScope:
                     suite_rules: tuple[SafetyRule, ...] = (), record: bool = False,
                     mcp_server: ExternalServer | None = None, standby: bool = True,
                     run_id: str | None = None, host_scoring: HostScoring | None = None,
-                    net: NetMode = NetMode.live) -> PoolConfig:
+                    net: NetSettings | None = None) -> PoolConfig:
         """The scheduler's configuration for a pool in this scope. A spare warm state's VM runs
         beside the pool's (a teardown's overlap, a standby), so only as many as the host's memory
         holds besides are used; standbys only where the pool leaves a core."""
@@ -85,7 +86,7 @@ class RunScope:
                           toolsets=toolsets, max_steps=max_steps, warm=self.start.slots,
                           spare_warm=self.start.spares[:self.admission.room_beside],
                           standby=standby and leaves_a_core(self.vm_pool), suite_rules=suite_rules, record=record,
-                          mcp_server=mcp_server, host_scoring=host_scoring, net=net)
+                          mcp_server=mcp_server, host_scoring=host_scoring, net=net or NetSettings())
 
     def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...],
                  host_scoring: HostScoring | None = None) -> PoolConfig:
@@ -93,7 +94,7 @@ class RunScope:
         HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare)."""
         return self.pool_config(toolsets=request.agent.tools, max_steps=request.agent.max_steps, suite_rules=suite_rules,
                                 record=request.how.record, mcp_server=external_server(request, agent),
-                                standby=request.how.standby, host_scoring=host_scoring, net=request.how.net)
+                                standby=request.how.standby, host_scoring=host_scoring, net=net_settings(request))
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""

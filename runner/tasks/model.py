@@ -9,7 +9,9 @@
     <suite>/<task-id>/safety/<name>.<ext>        optional, listed in task.yaml: PASS when the agent
                                     did not do what it must not (e.g. obey a planted instruction)
     <suite>/safety.yaml             optional: trajectory rules for every task of the suite
-    <suite>/suite.yaml              optional: defaults for every task (clock)
+    <suite>/suite.yaml              optional: defaults for every task (clock, network)
+    <suite>/cassettes.json          optional: the cassettes `cu-run assets cassettes` kept for the
+                                    suite's networked tasks, by sha256 in the asset store
 
 <ext> is the profile's: .sh (linux, run by sh) or .ps1 (windows, PowerShell). Any other
 file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TASK_DIR).
@@ -18,8 +20,8 @@ file in the folder travels into the guest with the scripts ($TASK_DIR / $env:TAS
 from __future__ import annotations
 
 import difflib
-
 import hashlib
+import json
 import re
 import stat
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ HOST_SCORED_SCRIPTS = ("collect",)
 UPSTREAM_FILE = "upstream.json"
 SUITE_SAFETY = "safety.yaml"
 SUITE_DEFAULTS = "suite.yaml"
+SUITE_CASSETTES = "cassettes.json"
+STORED = re.compile(r"^sha256:[0-9a-f]{64}$")  # a cassette named by its hash, kept in the asset store
 
 
 
@@ -86,18 +90,22 @@ class NetworkSpec(BaseModel):
 
     allow: tuple[str, ...] = Field(default=(), description="origins the guest may reach: https://example.com")
     services: tuple[ServiceSpec, ...] = Field(default=(), description="local servers, reached by name")
-    replay: str | None = Field(default=None, description="a cassette in the task's folder (cu-run run --net record "
-                                                         "writes one per episode): what --net replay answers from")
+    replay: str | None = Field(default=None, description="what --net replay answers from: a cassette in the task's "
+                                                         "folder, or sha256:HEX, one kept in the asset store "
+                                                         "(cu-run assets cassettes). Default: the suite's cassettes.json")
 
     @field_validator("replay")
     @classmethod
     def _a_file_inside(cls, value: str | None) -> str | None:
-        return inside_the_task(value, "a file") if value is not None else None
+        if value is None or STORED.match(value):
+            return value
+        return inside_the_task(value, "a file, or sha256:HEX of one in the asset store,")
 
     def host_only(self) -> tuple[str, ...]:
         """The task's paths that stay on the host: the services' folders and the cassette (what the
         guest may only reach through the proxy, never read)."""
-        return tuple(s.serve for s in self.services) + ((self.replay,) if self.replay else ())
+        in_folder = self.replay if self.replay and not STORED.match(self.replay) else None
+        return tuple(s.serve for s in self.services) + ((in_folder,) if in_folder else ())
 
     @field_validator("allow")
     @classmethod
@@ -395,8 +403,9 @@ def load_suite(name_or_path: str) -> Suite:
     if problems:
         raise UsageError(f"suite {folder.name} has {len(problems)} broken task{'s' if len(problems) > 1 else ''}:\n  "
                          + "\n  ".join(problems), fix=f"fix them: cu-run tasks lint --suite {name_or_path} checks the rest too")
-    defaults = load_suite_defaults(folder)
-    return Suite(folder.name, folder, tuple(defaults.apply(t) for t in tasks), load_suite_rules(folder))
+    defaults, recorded = load_suite_defaults(folder), load_suite_cassettes(folder)
+    return Suite(folder.name, folder, tuple(with_cassette(defaults.apply(t), recorded) for t in tasks),
+                 load_suite_rules(folder))
 
 
 class SuiteDefaults(BaseModel):
@@ -405,16 +414,53 @@ class SuiteDefaults(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     clock: datetime | None = Field(default=None, description="the tasks' frozen clock (TaskSpec.clock)")
+    network: NetworkSpec | None = Field(
+        default=None, description="the network of each task without its own block (its allow only: services "
+                                  "and cassettes are a task's own)")
 
     @field_validator("clock")
     @classmethod
     def _instant(cls, value: datetime | None) -> datetime | None:
         return instant(value) if value is not None else None
 
+    @field_validator("network")
+    @classmethod
+    def _allow_only(cls, value: NetworkSpec | None) -> NetworkSpec | None:
+        if value is not None and (value.services or value.replay):
+            raise ValueError("a suite's network gives allow only: services and replay belong to a task's own block")
+        return value
+
     def apply(self, task: Task) -> Task:
-        if self.clock is None or task.spec.clock is not None:
-            return task
-        return Task(task.spec.model_copy(update={"clock": self.clock}), task.folder)
+        update: dict[str, object] = {}
+        if self.clock is not None and task.spec.clock is None:
+            update["clock"] = self.clock
+        if self.network is not None and task.spec.network is None:
+            update["network"] = self.network
+        return Task(task.spec.model_copy(update=update), task.folder) if update else task
+
+
+def load_suite_cassettes(folder: Path) -> dict[str, str]:
+    """cassettes.json: {task id: sha256:HEX}, what `cu-run assets cassettes` kept for the suite."""
+    path = folder / SUITE_CASSETTES
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text())["cassettes"]
+        if not isinstance(found, dict) or not all(isinstance(v, str) and STORED.match(v) for v in found.values()):
+            raise ValueError("each task's cassette is sha256:HEX")
+        return {str(k): v for k, v in found.items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a list of kept cassettes ({exc})",
+                         fix="keep them again: cu-run assets cassettes RUN_DIR --assets DIR") from None
+
+
+def with_cassette(task: Task, recorded: dict[str, str]) -> Task:
+    """TASK replaying from its suite's kept cassette, when its own network block names none."""
+    network = task.spec.network
+    if network is None or network.replay is not None or task.id not in recorded:
+        return task
+    return Task(task.spec.model_copy(update={"network": network.model_copy(update={"replay": recorded[task.id]})}),
+                task.folder)
 
 
 def instant(value: datetime) -> datetime:
@@ -431,7 +477,7 @@ def load_suite_defaults(folder: Path) -> SuiteDefaults:
         return SuiteDefaults()
     data = _read_yaml(path)
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a mapping of defaults (clock)")
+        raise UsageError(f"{path}: expected a mapping of defaults (clock, network)")
     try:
         return SuiteDefaults.model_validate(data)
     except ValidationError as exc:

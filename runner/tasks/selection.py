@@ -43,6 +43,20 @@ class Exclusions:
 Precheck = Callable[[Task], str | None]
 
 
+def offline_baseline(task: Task) -> str | None:
+    """Why the walk's baseline cannot try TASK: its network reaches sites on the internet, and the
+    baseline runs without one (no recording to replay). Its own services are no reason."""
+    network = task.spec.network
+    if network is not None and network.allow:
+        return "its network reaches sites on the internet, and the walk's baseline runs offline"
+    return None
+
+
+def first_reason(*checks: Precheck) -> Precheck:
+    """One precheck: the first reason any of CHECKS gives."""
+    return lambda task: next((why for check in checks if (why := check(task)) is not None), None)
+
+
 @dataclass
 class Selection:
     seed: int

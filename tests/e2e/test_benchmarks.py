@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from loopback_http import LoopbackHTTPS, QuietHandler, leaf_for
 from vmtools import cu_run, leftovers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,3 +205,60 @@ def test_the_hard_20_walk_on_stand_in_files_keeps_tasks_whose_nop_completes_at_0
         scored = json.loads((tmp_path / selection["baseline_run"] / task_id / "1" / "scoring.json").read_text())
         assert scored["score"] == 0.0  # setup and evaluation completed, and doing nothing scored 0
     assert all(s["reason"] for s in selection["skipped"])
+
+
+# OSWorld's chrome 7a5a7856: its setup opens two pages, and the agent bookmarks the one in front.
+WEB_TASK = "7a5a7856-f1b6-42a4-ade9-1ca81ca0f263"
+TITLES = {"jalammar.github.io": "The Illustrated Transformer – Jay Alammar",
+          "blog.eleuther.ai": "Rotary Embeddings: A Relative Revolution | EleutherAI Blog"}
+
+
+class WebStandIn(QuietHandler):
+    """The two sites of WEB_TASK, on loopback: a page titled as the real one, for any path."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        title = TITLES.get(self.headers["Host"].split(":")[0], "unknown site")
+        self.reply(f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
+                   f"<p>{self.path}</p></body></html>".encode(), "text/html; charset=utf-8")
+
+
+@pytest.mark.full  # three desktop episodes with Chromium under TCG
+def test_an_osworld_web_task_recorded_against_stand_ins_scores_the_same_from_its_cassette_twice(desktop_image, tmp_path):
+    """Imported with its sites as its network, recorded through the proxy against loopback
+    stand-ins of both sites (--net-hosts), kept in the asset store, then replayed twice with the
+    stand-ins stopped: each replay scores 1.0 from upstream's metric, from the cassette alone."""
+    from runner.network.proxy import make_run_ca
+
+    suite = tmp_path / "osworld"
+    done = cu_run("tasks", "import", "osworld", str(DATA / "osworld-f6cee71"), "--out", str(suite), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    make_run_ca(tmp_path / "internet-ca", "stand-in internet CA")
+    cert, key = leaf_for(tmp_path / "internet-ca" / "mitmproxy-ca.pem", tuple(TITLES), tmp_path)
+    with LoopbackHTTPS(WebStandIn, cert, key) as internet:
+        hosts = tmp_path / "net-hosts.yaml"
+        hosts.write_text("hosts:\n" + "".join(f"  {name}: 127.0.0.1:{internet.port}\n" for name in TITLES)
+                         + f"ca: {tmp_path / 'internet-ca' / 'mitmproxy-ca-cert.pem'}\n")
+        recorded = cu_run("run", "--suite", str(suite), "--tasks", WEB_TASK, "--agent", "oracle", "--net", "record",
+                          "--net-hosts", str(hosts), "--out", str(tmp_path / "record"), timeout=1800)
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
+    assert results(tmp_path / "record")[WEB_TASK]["outcome"] == "pass"
+    run = json.loads((tmp_path / "record" / "run.json").read_text())
+    assert run["network"]["mode"] == "record" and set(run["network"]["hosts"]["hosts"]) == set(TITLES)
+
+    kept = cu_run("assets", "cassettes", str(tmp_path / "record"), "--assets", str(tmp_path / "assets"), timeout=120)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    (sha,) = json.loads((suite / "cassettes.json").read_text())["cassettes"].values()
+
+    for replay in ("replay-1", "replay-2"):  # the stand-ins are gone: only the cassette answers
+        done = cu_run("run", "--suite", str(suite), "--tasks", WEB_TASK, "--agent", "oracle", "--net", "replay",
+                      "--assets", str(tmp_path / "assets"), "--out", str(tmp_path / replay), timeout=1800)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert results(tmp_path / replay)[WEB_TASK]["outcome"] == "pass"
+        episode = tmp_path / replay / WEB_TASK / "1"
+        assert json.loads((episode / "scoring.json").read_text())["score"] == 1.0
+        log = [json.loads(line) for line in (episode / "network.jsonl").read_text().splitlines()]
+        assert {"https://jalammar.github.io/illustrated-transformer/", "https://blog.eleuther.ai/rotary-embeddings/"} \
+            <= {e["url"] for e in log if e["verdict"] == "replayed"}
+        assert not [e for e in log if e["verdict"] == "allowed"], "a replay connects to nothing"
+        assert json.loads((tmp_path / replay / "run.json").read_text())["network"]["cassettes"] == \
+            {WEB_TASK: sha.removeprefix("sha256:")}

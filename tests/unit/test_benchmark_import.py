@@ -95,6 +95,32 @@ def test_tasks_that_cannot_run_here_are_written_with_reasons_and_left_out_of_run
         suite.select([vs_code.id])
 
 
+def test_web_tasks_get_their_sites_as_a_network_and_say_whether_a_cassette_can_replay_them(osworld, waa):
+    suite = load_suite(str(osworld))
+    by_id = {t.id: t for t in suite.tasks}
+    # Its setup opens two pages, and it is scored on the Bookmarks file: a cassette can replay it.
+    bookmarks = by_id["7a5a7856-f1b6-42a4-ade9-1ca81ca0f263"]
+    assert bookmarks.spec.network is not None and not bookmarks.spec.excluded
+    assert bookmarks.spec.network.allow == ("https://blog.eleuther.ai", "https://jalammar.github.io")
+    assert {"web", "cassette"} <= set(bookmarks.spec.tags)
+    # What a recording cannot stand in for, each with its reason.
+    for task_id, why in (("26660ad1-6ebb-4f59-8cba-a8432dfe8d38", "measures the live network"),
+                         ("94d95f96-9699-4208-98ba-3c3119edf9c2", "installs software"),
+                         ("fc6d8143-9452-4171-9459-7f515143419a", "computed from the day it is scored")):
+        task = by_id[task_id]
+        assert "cassette" not in task.spec.tags
+        assert any(r.startswith("needs the live internet") and why in r for r in task.spec.excluded), task.spec.excluded
+    web = [t for t in suite.tasks if "web" in t.spec.tags]
+    assert all(("cassette" in t.spec.tags) != any("live internet" in r or "names no site" in r for r in t.spec.excluded)
+               for t in web)
+    # A rule's URL pattern is no site, and no task is sent to loopback.
+    origins = {o for t in web if t.spec.network for o in t.spec.network.allow}
+    assert "https://www" not in origins and not any("localhost" in o or "127.0.0.1" in o for o in origins)
+    # Windows guests have no network end: WAA's web tasks stay out, saying so.
+    waa_web = [t for t in load_suite(str(waa)).tasks if "web" in t.spec.tags]
+    assert waa_web and all(any("windows guests have no network end" in r for r in t.spec.excluded) for t in waa_web)
+
+
 def test_tags_choose_tasks_with_one_of_each_group_and_none_excluded(osworld):
     suite = load_suite(str(osworld))
     domains = ("libreoffice_calc", "gimp")
@@ -189,6 +215,8 @@ def test_waa_ids_are_its_file_names_lower_case_and_a_mismatched_id_is_noted(waa)
 
 
 def test_the_cli_imports_and_lists_counts_by_tag(tmp_path):
+    from runner.cli.tasks import network_column
+
     runner = CliRunner()
     out = tmp_path / "osw"
     done = runner.invoke(app, ["tasks", "import", "osworld", str(OSWORLD), "--out", str(out)])
@@ -197,6 +225,15 @@ def test_the_cli_imports_and_lists_counts_by_tag(tmp_path):
     listed = runner.invoke(app, ["tasks", "list", "--suite", str(out), "--counts", "--tags", "gimp"])
     assert listed.exit_code == 0, listed.output
     assert "26 tasks with a tag of gimp" in listed.output.replace("\n", " ")
+    web = runner.invoke(app, ["tasks", "list", "--suite", str(out), "--tags", "web", "--counts"], terminal_width=200)
+    assert "17 of 83 tasks run here" in web.output, web.output
+    # Each networked task's column says whether a replay has its cassette yet.
+    by_id = {t.id: t for t in load_suite(str(out)).tasks}
+    assert network_column(by_id["7a5a7856-f1b6-42a4-ade9-1ca81ca0f263"]).startswith("no cassette yet: --net record")
+    assert network_column(by_id["e0df059f-28a6-4169-924f-b9623e7184cc"]) == "none"
+    (out / "cassettes.json").write_text('{"cassettes": {"7a5a7856-f1b6-42a4-ade9-1ca81ca0f263": "sha256:' + "ab" * 32 + '"}}')
+    assert network_column(load_suite(str(out)).select(["7a5a7856-f1b6-42a4-ade9-1ca81ca0f263"])[0]) == \
+        "replays sha256:abababababab..."
     bad = runner.invoke(app, ["tasks", "import", "osworld", str(tmp_path / "nowhere"), "--out", str(out)])
     assert isinstance(bad.exception, UsageError) and "no such folder" in bad.exception.message
 
@@ -241,7 +278,7 @@ def test_the_hard_20_walk_with_a_stand_in_asset_store_completes(osworld, tmp_pat
     """Every file the pool needs, fetched from stand-ins on loopback into a store: the walk tries
     each task that runs here, and stops at 20 kept."""
     from runner.benchmarks.assets import AssetStore, missing_assets, task_assets
-    from runner.tasks.selection import Exclusions, draw, walk_order
+    from runner.tasks.selection import Exclusions, draw, first_reason, offline_baseline, walk_order
     from stand_ins import StandIns
 
     suite = load_suite(str(osworld))
@@ -261,12 +298,14 @@ def test_the_hard_20_walk_with_a_stand_in_asset_store_completes(osworld, tmp_pat
         return {i: ("fail", "score 0") for i in ids}
 
     selection = draw(suite, 20261020, 20, exclusions, fake_nop_baseline, baseline_name="nop",
-                     precheck=missing_assets(tmp_path / "assets"))
+                     precheck=first_reason(offline_baseline, missing_assets(tmp_path / "assets")))
     assert len(selection.tasks) == 20
     order = walk_order([t.id for t in pool], 20261020)
     reached = order[:order.index(selection.tasks[-1]) + 1]
     assert sorted(selection.tasks + [s["id"] for s in selection.skipped]) == sorted(reached)  # no task passed over
     assert not [s for s in selection.skipped if "asset" in s["reason"]]  # the store has every file
     by_id = {t.id: t for t in suite.tasks}
-    assert all(by_id[s["id"]].spec.excluded for s in selection.skipped)  # only tasks that cannot run here
+    # only tasks that cannot run here, or that reach the web, which the offline baseline cannot try
+    assert all(by_id[s["id"]].spec.excluded or by_id[s["id"]].spec.network for s in selection.skipped)
+    assert any("walk's baseline runs offline" in s["reason"] for s in selection.skipped)
     assert selection.tasks == [i for i in order if i in asked]

@@ -9,14 +9,11 @@ import datetime
 import json
 import socket
 import ssl
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
-from loopback_http import LoopbackHTTP, QuietHandler
+from loopback_http import LoopbackHTTP, LoopbackHTTPS, QuietHandler, leaf_for
 
 from runner.choices import NetMode
 from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
@@ -52,46 +49,13 @@ class Site(QuietHandler):
         self.reply(b"got %d bytes" % len(self.rfile.read(length)))
 
 
-def leaf_for(ca_dir: Path, name: str, folder: Path) -> tuple[Path, Path]:
-    """A certificate for NAME signed by the CA in CA_DIR: the HTTPS stand-in's."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
-    pem = (ca_dir / "mitmproxy-ca.pem").read_bytes()
-    ca_key = serialization.load_pem_private_key(pem, None)
-    ca_cert = x509.load_pem_x509_certificate(pem)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
-
-
-class LoopbackHTTPS(LoopbackHTTP):
-    def __init__(self, cert: Path, key: Path) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
 @pytest.fixture(scope="module")
 def internet(tmp_path_factory):
     """An HTTP site (plain.test) and an HTTPS site (example.test) on loopback, its CA apart from the run's."""
     folder = tmp_path_factory.mktemp("internet")
     make_run_ca(folder / "ca", "stand-in internet CA")
-    cert, key = leaf_for(folder / "ca", "example.test", folder)
-    with LoopbackHTTP(Site) as plain, LoopbackHTTPS(cert, key) as secure:
+    cert, key = leaf_for(folder / "ca" / "mitmproxy-ca.pem", ("example.test",), folder)
+    with LoopbackHTTP(Site) as plain, LoopbackHTTPS(Site, cert, key) as secure:
         yield {"plain.test": ("127.0.0.1", plain.server.server_address[1]),
                "example.test": ("127.0.0.1", secure.server.server_address[1]),
                "upstream_ca": folder / "ca" / "mitmproxy-ca-cert.pem"}

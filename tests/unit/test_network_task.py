@@ -4,17 +4,22 @@ reports of it; and the guest's start script."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 
+from runner.benchmarks.assets import AssetStore
+from runner.choices import NetMode
 from runner.errors import UsageError
+from runner.network.settings import NetHosts, NetSettings
+from runner.records.cassettes import keep_cassettes
 from runner.network.proxy import CA_CERT_FILE, make_run_ca
 from runner.profiles.base import DesktopUser
 from runner.profiles.linux import LinuxProfile
-from runner.runs.episode_network import FORWARDER, EpisodeNetwork
+from runner.runs.episode_network import FORWARDER, EpisodeNetwork, cassette_hashes
 from runner.tasks.model import load_suite
 
 BASE = "id: t\ninstruction: x\nprofile: linux\n"
@@ -88,12 +93,101 @@ def test_a_tasks_service_folder_and_cassette_stay_on_the_host(tmp_path):
 
 
 def test_replay_needs_each_networked_tasks_cassette_and_records_its_hash(tmp_path):
-    from runner.choices import NetMode
-    from runner.runs.episode_network import cassette_hashes
-
     (task,) = suite_with(tmp_path, "network:\n  allow: [https://example.com]\n  replay: cassette.jsonl\n").tasks
-    with pytest.raises(UsageError, match="has no cassette to replay"):
-        cassette_hashes((task,), NetMode.replay)
+    with pytest.raises(UsageError, match="cassette .*cassette.jsonl is not a file"):
+        cassette_hashes((task,), NetSettings(NetMode.replay))
     (tmp_path / "t" / "cassette.jsonl").write_text('{"key": "GET https://example.com/ x"}\n')
-    assert len(cassette_hashes((task,), NetMode.replay)["t"]) == 64
-    assert cassette_hashes((task,), NetMode.live) == {}
+    assert len(cassette_hashes((task,), NetSettings(NetMode.replay))["t"]) == 64
+    assert cassette_hashes((task,), NetSettings(NetMode.live)) == {}
+
+
+def answer(key: str, body: str) -> str:
+    return json.dumps({"key": key, "status": 200, "headers": [["Content-Type", "text/html"]],
+                       "body": base64.b64encode(body.encode()).decode()}) + "\n"
+
+
+def recording(run_dir, suite_dir, episodes: dict[str, list[str]]):
+    """A stand-in for a --net record run's folder: run.json and each episode's cassette."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"suite": {"name": suite_dir.name, "path": str(suite_dir)},
+                                                  "network": {"mode": "record", "tasks": ["t"]}}))
+    for trial, text in enumerate(episodes["t"], 1):
+        (run_dir / "t" / str(trial)).mkdir(parents=True)
+        (run_dir / "t" / str(trial) / "cassette.jsonl").write_text(text)
+
+
+def test_a_recordings_cassettes_are_kept_by_hash_named_in_the_suite_and_replayed_from_the_store(tmp_path):
+    suite_dir = tmp_path / "suite"
+    suite_with(suite_dir, "network:\n  allow: [https://example.com]\n")
+    first = answer("GET https://example.com/ e3b0", "first") + answer("GET https://example.com/a e3b0", "a")
+    second = answer("GET https://example.com/ e3b0", "second trial") + answer("GET https://example.com/b e3b0", "b")
+    recording(tmp_path / "rec", suite_dir, {"t": [first, second]})
+    store = AssetStore(tmp_path / "assets")
+    kept = keep_cassettes(tmp_path / "rec", store)
+    sha = kept.cassettes["t"].removeprefix("sha256:")
+    # One cassette of both trials: each request's first answer, as a replay of either would give it.
+    lines = [json.loads(line) for line in store.blob(sha).read_text().splitlines()]
+    assert [(e["key"].split()[1], base64.b64decode(e["body"])) for e in lines] == [
+        ("https://example.com/", b"first"), ("https://example.com/a", b"a"), ("https://example.com/b", b"b")]
+    assert store.index()["cassette:suite/t"]["sha256"] == sha
+    (task,) = load_suite(str(suite_dir)).tasks
+    assert task.spec.network.replay == f"sha256:{sha}", "the suite's cassettes.json names it"
+
+    assert cassette_hashes((task,), NetSettings(NetMode.replay, tmp_path / "assets")) == {"t": sha}
+    with pytest.raises(UsageError, match="in an asset store, and none was given") as missing:
+        cassette_hashes((task,), NetSettings(NetMode.replay))
+    assert "--assets" in missing.value.fix
+    store.blob(sha).write_text(answer("GET https://example.com/ e3b0", "altered"))
+    with pytest.raises(UsageError, match="does not match its sha256"):
+        cassette_hashes((task,), NetSettings(NetMode.replay, tmp_path / "assets"))
+
+
+def test_keeping_cassettes_refuses_a_run_that_did_not_record_and_a_line_that_is_no_answer(tmp_path):
+    suite_dir = tmp_path / "suite"
+    suite_with(suite_dir, "network:\n  allow: [https://example.com]\n")
+    recording(tmp_path / "rec", suite_dir, {"t": ['{"key": "GET https://example.com/ x"}\n']})
+    with pytest.raises(UsageError, match="line 1 is not a cassette's answer"):
+        keep_cassettes(tmp_path / "rec", AssetStore(tmp_path / "assets"))
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "run.json").write_text(json.dumps({"suite": {"path": str(suite_dir)}, "network": {"mode": "live"}}))
+    with pytest.raises(UsageError, match="not a recording"):
+        keep_cassettes(live, AssetStore(tmp_path / "assets"))
+    assert not (suite_dir / "cassettes.json").exists()
+
+
+def test_a_suite_gives_its_allowed_sites_to_each_task_without_its_own_network(tmp_path):
+    suite_with(tmp_path, "")
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "task.yaml").write_text("id: own\ninstruction: x\nprofile: linux\n"
+                                                "network:\n  allow: [https://own.example]\n")
+    for name in ("verify.sh", "oracle.sh"):
+        (tmp_path / "own" / name).write_text("verdict pass\n")
+    (tmp_path / "suite.yaml").write_text("network:\n  allow: [https://suite.example]\n")
+    tasks = {t.id: t for t in load_suite(str(tmp_path)).tasks}
+    assert tasks["t"].spec.network.allow == ("https://suite.example",)
+    assert tasks["own"].spec.network.allow == ("https://own.example",), "a task's own block is the whole of it"
+    (tmp_path / "suite.yaml").write_text("network:\n  services: [{name: a.test, serve: site}]\n")
+    with pytest.raises(UsageError, match="services and replay belong to a task's own block"):
+        load_suite(str(tmp_path))
+
+
+def test_a_hosts_file_sends_allowed_names_to_stand_ins_and_is_refused_when_wrong_or_replaying(tmp_path):
+    (tmp_path / "ca.pem").write_text("a CA")
+    good = tmp_path / "hosts.yaml"
+    good.write_text("hosts:\n  Blog.Example.org: 127.0.0.1:8443\n  '[::1]': ignored\nca: ca.pem\n")
+    with pytest.raises(UsageError, match="is not name -> address:port"):
+        NetHosts.load(good)  # an address is no name
+    good.write_text("hosts:\n  Blog.Example.org: 127.0.0.1:8443\nca: ca.pem\n")
+    hosts = NetHosts.load(good)
+    assert hosts.hosts == {"blog.example.org": ("127.0.0.1", 8443)} and hosts.ca == (tmp_path / "ca.pem").resolve()
+    assert hosts.record()["hosts"] == {"blog.example.org": "127.0.0.1:8443"}
+    for text, message in (("hosts:\n  a.example: 127.0.0.1\n", "not name -> address:port"),
+                          ("hosts:\n  a.example: 127.0.0.1:0\n", "not name -> address:port"),
+                          ("hosts:\n  a.example: 127.0.0.1:80\nca: nowhere.pem\n", "is not a file"),
+                          ("names: {}\n", "expected hosts:")):
+        good.write_text(text)
+        with pytest.raises(UsageError, match=message):
+            NetHosts.load(good)
+    with pytest.raises(UsageError, match="a replay connects to nothing"):
+        NetSettings(NetMode.replay, hosts=hosts)

@@ -1,0 +1,67 @@
+"""`cu-run assets cassettes RUN_DIR --assets DIR`: a recording run's cassettes kept in the asset
+store by sha256, and named in its suite's cassettes.json, which a replay reads (docs/network.md).
+
+Each networked task's episodes (its trials, and a validate folder's oracle and nop runs) are merged
+into one cassette: each request's first answer, as a replay gives it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.benchmarks.assets import AssetStore
+from runner.errors import UsageError
+from runner.network.cassette import CASSETTE, merged
+from runner.records.folders import run_folders
+from runner.tasks.model import SUITE_CASSETTES
+
+
+@dataclass
+class Kept:
+    suite: Path
+    cassettes: dict[str, str] = field(default_factory=dict)  # task id -> sha256:HEX
+    unrecorded: list[str] = field(default_factory=list)  # networked tasks with no episode's cassette
+
+
+def keep_cassettes(run_dir: Path, store: AssetStore) -> Kept:
+    runs = run_folders(run_dir)
+    provenance = [json.loads((r / "run.json").read_text()) for r in runs if (r / "run.json").is_file()]
+    recorded = [(r, p) for r, p in zip(runs, provenance, strict=False) if (p.get("network") or {}).get("mode") == "record"]
+    if not recorded:
+        raise UsageError(f"{run_dir} is not a recording: its run.json says no --net record",
+                         fix="record first: cu-run run --suite S --net record --out DIR (on a connected machine)")
+    suite = Path(recorded[0][1]["suite"]["path"])
+    if not suite.is_dir():
+        raise UsageError(f"the recording's suite folder {suite} is gone", fix="keep the cassettes where the suite is")
+    kept = Kept(suite)
+    tasks = dict.fromkeys(t for _run, p in recorded for t in p["network"]["tasks"])
+    for task_id in tasks:
+        episodes = [e for run, _p in recorded for e in sorted((run / task_id).glob(f"*/{CASSETTE}"), key=_trial)]
+        if not episodes:
+            kept.unrecorded.append(task_id)
+            continue
+        try:
+            data = merged(episodes)
+        except ValueError as exc:
+            raise UsageError(f"task {task_id}: {exc}") from None
+        digest = store.keep(data, f"cassette:{suite.name}/{task_id}", str(run_dir.resolve()))
+        kept.cassettes[task_id] = f"sha256:{digest}"
+    if kept.cassettes:
+        _name_in_suite(suite, kept.cassettes)
+    return kept
+
+
+def _trial(cassette: Path) -> int:
+    name = cassette.parent.name
+    return int(name) if name.isdigit() else 0
+
+
+def _name_in_suite(suite: Path, cassettes: dict[str, str]) -> None:
+    """SUITE's cassettes.json with CASSETTES added (the others it names kept)."""
+    path = suite / SUITE_CASSETTES
+    before = json.loads(path.read_text()).get("cassettes", {}) if path.is_file() else {}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"cassettes": dict(sorted({**before, **cassettes}.items()))}, indent=1) + "\n")
+    tmp.replace(path)
