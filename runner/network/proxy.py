@@ -91,6 +91,7 @@ class ProxyConfig:
     allow: tuple[str, ...] = ()
     mapped: dict[str, tuple[str, int]] = field(default_factory=dict)
     plain: tuple[str, ...] = ()  # mapped names served in plain HTTP, whatever scheme the guest used
+    background: tuple[str, ...] = ()  # names the guest's apps ask for unbidden: refused, logged, no violation
     mode: NetMode = NetMode.live
     cassette: Path | None = None
     upstream_ca: Path | None = None  # trust this CA for upstream TLS too (a test's loopback stand-ins)
@@ -118,7 +119,7 @@ class EpisodeProxy:
         settings = self.folder / "proxy-config.json"
         settings.write_text(json.dumps({
             "allow": list(self.config.allow), "mapped": {k: list(v) for k, v in self.config.mapped.items()},
-            "plain": list(self.config.plain),
+            "plain": list(self.config.plain), "background": list(self.config.background),
             "mode": self.config.mode, "cassette": str(self.config.cassette) if self.config.cassette else None,
             "log": str(self.log)}))
         self.port = free_port()

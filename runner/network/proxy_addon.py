@@ -10,6 +10,8 @@ Its configuration is the JSON file CU_RUN_PROXY_CONFIG names:
     mode       "live" (connect to allowed origins), "record" (live, and write the cassette), or
                "replay" (answer from the cassette alone; never connect)
     cassette   the cassette's path (JSON lines), read in replay, written in record
+    background names the guest's own apps ask for unbidden (a browser's sign-in check): refused
+               like any other, logged "background", which is not a violation
     log        network.jsonl: one line per request, allowed or refused
 
 Every refusal is an answer from the proxy itself (403, or 404 for a request a cassette lacks) and a
@@ -48,6 +50,7 @@ class Rules:
     def __init__(self, config: dict) -> None:
         self.policy = Policy.of(config.get("allow", ()), {k: tuple(v) for k, v in config.get("mapped", {}).items()})
         self.plain = {n.lower() for n in config.get("plain", ())}
+        self.background = {n.lower() for n in config.get("background", ())}
         self.mode = config.get("mode", "live")
         if self.mode not in ("live", "record", "replay"):
             raise ValueError(f"mode must be live, record or replay, not {self.mode!r}")
@@ -123,6 +126,8 @@ class Rules:
 
     def _refuse(self, flow: http.HTTPFlow, status: int, why: str, verdict: str = "refused") -> None:
         url = flow.request.pretty_url if flow.request.method != "CONNECT" else f"{flow.request.host}:{flow.request.port}"
+        if verdict == "refused" and flow.request.host.lower().rstrip(".") in self.background:
+            verdict = "background"
         self._log({"verdict": verdict, "method": flow.request.method, "url": url, "reason": why})
         flow.response = http.Response.make(status, f"cu-run: refused: {why}\n".encode(),
                                            {"Content-Type": "text/plain", REFUSED_HEADER: verdict})

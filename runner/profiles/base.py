@@ -179,6 +179,9 @@ class GuestProfile(ABC):
         """Gives the desktop user admin rights (tasks with agent_privileges: admin)."""
 
     carries_network = False  # whether network_start_script gives a script (a networked task may run here)
+    # Names this guest's apps ask for on their own whatever the task (a browser's account check):
+    # the proxy refuses them like any other, and logs them "background", not as the agent's violation.
+    network_background: tuple[str, ...] = ()
 
     def network_start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str | None:
         """The admin script that starts a networked episode's guest end (runner/network/carriers.py):

@@ -19,10 +19,10 @@ from runner.errors import InfraError, UsageError
 from runner.network.cassette import CASSETTE
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
-from runner.network.services import FolderService
+from runner.network.services import ContainerService, FolderService, LocalService, container_runtime
 from runner.network.settings import NetHosts, NetSettings
 from runner.scoring.safety import Violation
-from runner.tasks.model import STORED, Task
+from runner.tasks.model import STORED, ServiceSpec, Task
 from runner.vm.episode import EpisodeVM
 
 FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
@@ -61,14 +61,15 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
     hosts = net.hosts or NetHosts()
     with ExitStack() as stack:
         if net.mode == NetMode.replay:
-            services: list[FolderService] = []
+            services: list[LocalService] = []
             cassette: Path | None = replay_cassette(task, net.assets).path
         else:
-            services = [stack.enter_context(FolderService(s.name, task.folder / s.serve)) for s in spec.services]
+            services = [stack.enter_context(service_for(s, task.folder)) for s in spec.services]
             cassette = ep_dir / CASSETTE if net.mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
             allow=spec.origins(), mapped={**hosts.hosts, **{s.name: s.address for s in services}},
-            plain=tuple(s.name for s in services), mode=net.mode, cassette=cassette, upstream_ca=hosts.ca,
+            plain=tuple(s.name for s in services), background=task.guest.network_background,
+            mode=net.mode, cassette=cassette, upstream_ca=hosts.ca,
             clock=task.spec.clock)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
@@ -82,10 +83,18 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
         (ep_dir / "network.json").write_text(json.dumps({
-            "mode": str(net.mode), "allow": list(spec.origins()), "services": {s.name: s.folder.name for s in services},
+            "mode": str(net.mode), "allow": list(spec.origins()), "services": {s.name: s.source for s in services},
             "cassette": str(cassette) if cassette else None,
             "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}"}, indent=2) + "\n")
         yield EpisodeNetwork(proxy)
+
+
+def service_for(spec: ServiceSpec, folder: Path) -> LocalService:
+    """The server a task's service names: its folder served, or its image run by the host's engine."""
+    if spec.serve is not None:
+        return FolderService(spec.name, folder / spec.serve)
+    assert spec.image is not None
+    return ContainerService(spec.name, spec.image, spec.port, spec.ready, container_runtime())
 
 
 @dataclass(frozen=True)

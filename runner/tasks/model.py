@@ -66,7 +66,18 @@ class ServiceSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="the name the guest asks for (http://NAME/)")
-    serve: str = Field(description="a folder of the task, served read-only over HTTP")
+    serve: str | None = Field(default=None, description="a folder of the task, served read-only over HTTP")
+    image: str | None = Field(default=None, description="or a container image, run by the host's docker or podman")
+    port: int = Field(default=80, gt=0, lt=65536, description="the image's HTTP port, inside its container")
+    ready: str = Field(default="/", description="the path that answers once the image's server is up")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ServiceSpec:
+        if (self.serve is None) == (self.image is None):
+            raise ValueError("a service gives serve: (a folder of the task) or image: (a container image), one of them")
+        if not self.ready.startswith("/"):
+            raise ValueError("ready: is a path, starting with /")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -78,8 +89,8 @@ class ServiceSpec(BaseModel):
 
     @field_validator("serve")
     @classmethod
-    def _inside(cls, value: str) -> str:
-        return inside_the_task(value, "a folder")
+    def _inside(cls, value: str | None) -> str | None:
+        return inside_the_task(value, "a folder") if value is not None else None
 
 
 class NetworkSpec(BaseModel):
@@ -105,7 +116,7 @@ class NetworkSpec(BaseModel):
         """The task's paths that stay on the host: the services' folders and the cassette (what the
         guest may only reach through the proxy, never read)."""
         in_folder = self.replay if self.replay and not STORED.match(self.replay) else None
-        return tuple(s.serve for s in self.services) + ((in_folder,) if in_folder else ())
+        return tuple(s.serve for s in self.services if s.serve) + ((in_folder,) if in_folder else ())
 
     @field_validator("allow")
     @classmethod

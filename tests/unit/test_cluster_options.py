@@ -61,15 +61,17 @@ def what_an_episode_gets(scheduler, tasks) -> dict:
 def test_every_option_that_changes_an_episode_is_one_the_test_sets():
     # The command agent takes no appended prompt and no model (claude and codex do); the whole request
     # reaches a host, so they travel as the others do.
-    assert set(RunRequest.of("s", "nop").options()) - NOT_EPISODE - set(CHANGED) == {"append_prompt", "mcp_server_url",
-                                                                                 "model"}
+    assert set(RunRequest.of("s", "nop").options()) - NOT_EPISODE - set(CHANGED) - {"net_hosts"} == {
+        "append_prompt", "mcp_server_url", "model"}  # net_hosts: a file, which the test below writes
 
 
 def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_probe, monkeypatch):
     cache = tmp_path / "host-cache"
     host_image(cache)
     settings = Settings.resolve(cache, "test:///default")
-    request = RunRequest.of("linux-core", out=tmp_path / "run", start="cold", **CHANGED)
+    (tmp_path / "net-hosts.yaml").write_text("hosts:\n  site.example: 127.0.0.1:8443\n")
+    request = RunRequest.of("linux-core", out=tmp_path / "run", start="cold", net_hosts=tmp_path / "net-hosts.yaml",
+                            **CHANGED)
     plan = plan_run(settings, request)
     order = pickle.loads(pickle.dumps(RunOrder.of(request, plan, "run-key")))  # as Ray carries it
 
@@ -98,7 +100,8 @@ def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_prob
                    "timeouts": sorted({t.spec.timeout_s for t in local_tasks})}
     # And each is what was asked, not a default.
     assert got["toolsets"] == ("screen", "keyboard") and got["max_steps"] == 9 and got["record"] is True
-    assert got["standby_asked"] is False and got["timeouts"] == [77] and got["net"] == "record"
+    assert got["standby_asked"] is False and got["timeouts"] == [77] and got["net"].mode == "record"
+    assert got["net"].hosts.hosts == {"site.example": ("127.0.0.1", 8443)}
     assert got["agent_command"] == ["/bin/true", "--flag"] and got["agent_env"] == {"LAB_GATEWAY": "http://10.0.0.9"}
     service.end_run("run-key")
     service.host.close()

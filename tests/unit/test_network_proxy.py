@@ -229,3 +229,16 @@ def test_a_plain_service_is_reached_over_https_with_the_proxys_certificate(mitmd
         assert fetch(p, "https://plain.test/hello", run_ca) == (200, b"hello from plain.test")
         assert [e["url"] for e in p.entries()] == ["https://plain.test/hello"]
     assert json.loads(cassette.read_text())["key"].startswith("GET https://plain.test/hello ")
+
+
+def test_a_name_the_guests_apps_ask_for_unbidden_is_refused_and_logged_apart(mitmdump, run_ca, internet, tmp_path):
+    """A browser's own account check is refused like any request outside the origins, and logged
+    as background, which is no violation; any other name stays the agent's."""
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "p", ProxyConfig(
+            allow=("https://example.test",), mapped={"example.test": internet["example.test"]},
+            background=("accounts.quiet.test",))) as p:
+        for name in (b"accounts.quiet.test", b"www.quiet.test"):
+            answer = raw(p, b"CONNECT " + name + b":443 HTTP/1.1\r\nHost: " + name + b":443\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+        verdicts = {e["url"]: e["verdict"] for e in p.entries()}
+    assert verdicts == {"accounts.quiet.test:443": "background", "www.quiet.test:443": "refused"}

@@ -62,6 +62,7 @@ def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_p
     log = [{"t": 1e9, "mono": 5.0, "verdict": "refused", "url": "http://early.test/", "reason": "setup's"},
            {"t": 1e9, "mono": 15.0, "verdict": "refused", "url": "http://evil.test/" + "x" * 1000, "reason": "outside"},
            {"t": 1e9, "mono": 16.0, "verdict": "allowed", "url": "http://site.test/"},
+           {"t": 1e9, "mono": 17.0, "verdict": "background", "url": "accounts.google.com:443", "reason": "outside"},
            {"t": 1e9, "mono": 25.0, "verdict": "refused", "url": "http://late.test/", "reason": "verifier's"}]
     network = EpisodeNetwork(SimpleNamespace(entries=lambda: log))
     (violation,) = network.violations(10.0, 20.0)
