@@ -274,7 +274,8 @@ d=/run/cu-run-network
 mkdir -p -m 700 "$d"
 printf %s '{code}' | base64 -d > "$d/forwarder.py"
 printf %s '{cert}' | base64 -d > "$d/cu-run-episode-ca.pem"
-setsid python3 "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
+# -I -S: no site module (the forwarder needs the standard library only), half of its start under TCG.
+setsid python3 -I -S "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
 i=0
 until grep -q listening "$d/forwarder.log" 2>/dev/null; do
     # python3's start under TCG on a busy host takes seconds: a minute before it counts as failed.
