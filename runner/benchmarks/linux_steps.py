@@ -110,7 +110,7 @@ while True:
         time.sleep(0.5)
 last = None
 for url in sys.argv[1:]:
-    for attempt in range(3):
+    for _try in range(3):
         tab = json.loads(call("/json/new?" + url, "PUT"))["id"]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -14,14 +14,14 @@ with the container's last log lines. The container is removed when the episode e
 from __future__ import annotations
 
 import http.client
-from abc import abstractmethod
-from contextlib import AbstractContextManager
 import os
 import secrets
 import shutil
 import subprocess
 import threading
 import time
+from abc import abstractmethod
+from contextlib import AbstractContextManager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

@@ -47,6 +47,8 @@ SUITE_SAFETY = "safety.yaml"
 SUITE_DEFAULTS = "suite.yaml"
 SUITE_CASSETTES = "cassettes.json"
 STORED = re.compile(r"^sha256:[0-9a-f]{64}$")  # a cassette named by its hash, kept in the asset store
+IMAGE_REFERENCE = re.compile(r"^([a-z0-9][a-z0-9.-]*(:[0-9]+)?/)?[a-z0-9][a-z0-9._/-]*"  # [registry[:port]/]name
+                             r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")  # [:tag][@digest]
 
 
 
@@ -70,6 +72,14 @@ class ServiceSpec(BaseModel):
     image: str | None = Field(default=None, description="or a container image, run by the host's docker or podman")
     port: int = Field(default=80, gt=0, lt=65536, description="the image's HTTP port, inside its container")
     ready: str = Field(default="/", description="the path that answers once the image's server is up")
+
+    @field_validator("image")
+    @classmethod
+    def _an_image_reference(cls, value: str | None) -> str | None:
+        # It becomes an argument of the engine's command line: an option ("--privileged") is no image.
+        if value is not None and not IMAGE_REFERENCE.match(value):
+            raise ValueError(f"{value!r} is not an image reference (name[:tag][@digest])")
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> ServiceSpec:

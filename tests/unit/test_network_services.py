@@ -88,6 +88,8 @@ def test_a_folder_service_is_still_the_tasks_folder(tmp_path):
     ({}, "one of them"),
     ({"image": "localhost/x:1", "ready": "health"}, "a path"),
     ({"image": "localhost/x:1", "port": 0}, "greater than 0"),
+    ({"image": "--privileged"}, "not an image reference"),
+    ({"image": "localhost/x:1 -v /:/host"}, "not an image reference"),
 ])
 def test_a_service_gives_one_kind_of_server(fields, message):
     with pytest.raises(ValueError, match=message):

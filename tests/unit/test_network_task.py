@@ -192,3 +192,21 @@ def test_a_hosts_file_sends_allowed_names_to_stand_ins_and_is_refused_when_wrong
             NetHosts.load(good)
     with pytest.raises(UsageError, match="a replay connects to nothing"):
         NetSettings(NetMode.replay, hosts=hosts)
+
+
+def test_the_cli_keeps_a_recordings_cassettes_and_says_how_to_replay_them(tmp_path):
+    from typer.testing import CliRunner
+
+    from runner.cli import app
+
+    suite_dir = tmp_path / "suite"
+    suite_with(suite_dir, "network:\n  allow: [https://example.com]\n")
+    recording(tmp_path / "rec", suite_dir, {"t": [answer("GET https://example.com/ e3b0", "page")]})
+    done = CliRunner().invoke(app, ["assets", "cassettes", str(tmp_path / "rec"), "--assets", str(tmp_path / "assets")])
+    assert done.exit_code == 0, done.output
+    flat = " ".join(done.output.split())
+    assert "t: sha256:" in flat and "--net replay --assets" in flat
+    empty = tmp_path / "empty"
+    recording(empty, suite_dir, {"t": []})
+    nothing = CliRunner().invoke(app, ["assets", "cassettes", str(empty), "--assets", str(tmp_path / "assets")])
+    assert nothing.exit_code == 1 and "no episode of it was recorded" in " ".join(nothing.output.split())
