@@ -145,22 +145,26 @@ class EpisodeScript:
 
     def run(self) -> Scored:
         vm, ep_dir, state = self.vm, self.ep_dir, self.state
-        with self._network_up():
+        with self.network_up():
             prepared = self.prepare()
             with Recorder(vm.display.screenshot, ep_dir) if self.pool.record else nullcontext():
                 (ep_dir / "initial.png").write_bytes(vm.display.screenshot())
                 self._set_phase(f"agent {self.agent.name}")
                 self._at_agent_start()
-                state.stage = "agent"
                 t = time.monotonic()
-                self._agent_window = (time.monotonic(), float("inf"))
+                self.agent_begins()
                 agent_result = self._run_agent()
                 state.phases["agent"] = round(time.monotonic() - t, 3)
                 self.agent_ended()
             return self.conclude(prepared, agent_result)
 
+    def agent_begins(self) -> None:
+        """From here the agent acts: what the guest does, and what the proxy refuses, is its."""
+        self.state.stage = "agent"
+        self._agent_window = (time.monotonic(), float("inf"))
+
     @contextmanager
-    def _network_up(self) -> Iterator[None]:
+    def network_up(self) -> Iterator[None]:
         """A task's network (runner.runs.episode_network) for the whole episode; none without one."""
         if self.task.spec.network is None:
             yield

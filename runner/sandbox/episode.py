@@ -18,6 +18,7 @@ import io
 import json
 import shlex
 import stat
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -70,6 +71,7 @@ class SandboxEpisode:
         self._prepared: Prepared | None = None
         self.scored: Scored | None = None
         self._live: LiveServer | None = None
+        self._network = ExitStack()  # the task's network, up from before its setup to the episode's end
 
     @property
     def home(self) -> str:
@@ -91,8 +93,13 @@ class SandboxEpisode:
                     f"cat > {shlex.quote(computer.COMPUTER_TOOL)} <<'CU_RUN_EOF'\n{computer.COMPUTER_TOOL_STUB}CU_RUN_EOF\n"
                     f"chmod 0644 {shlex.quote(computer.COMPUTER_TOOL)}\n", "write the computer tool's marker")
         if self.script is not None:
-            self._prepared = self.script.prepare()
-            self.script.state.stage = "agent"
+            self._network.enter_context(self.script.network_up())
+            try:
+                self._prepared = self.script.prepare()
+            except BaseException:
+                self._network.close()
+                raise
+            self.script.agent_begins()
         (self.ep_dir / "initial.png").write_bytes(self.vm.display.screenshot())
 
     def conclude(self) -> Scored:
@@ -130,6 +137,7 @@ class SandboxEpisode:
         """Keeps the artifacts and removes the VM, however the sample ended."""
         if self._live is not None:
             self._live.close()
+        self._network.close()  # its proxy's log is the episode's: it stays in the artifacts
         try:
             if self.vm.started:
                 self.vm.capture_artifacts(self.ep_dir)

@@ -184,9 +184,9 @@ class TaskVMs:
         if found.spec.scoring == "host":
             raise UsageError(f"{found.id} is an imported task scored on the host; the Inspect scorer runs guest "
                              "verifiers only", fix="run imported suites with cu-run run")
-        if found.spec.network is not None:
-            raise UsageError(f"{found.id} has a network:, and the Inspect sandbox gives its guests none yet",
-                             fix="run it with cu-run run (docs/network.md)")
+        if found.spec.network is not None and not found.guest.carries_network:
+            raise UsageError(f"{found.id} has a network:, and its {found.guest.name} guests have no network end yet",
+                             fix="docs/network.md says what is built")
         image = self.scope.image
         if found.spec.image and found.spec.image != image.name:
             raise UsageError(f"{found.id} runs on image {found.spec.image}, and this sandbox is {image.name}",

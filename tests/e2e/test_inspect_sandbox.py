@@ -85,3 +85,44 @@ async def test_connection_gives_the_screen(sandbox_env):
     assert connection.live_view is not None and "token=" in connection.live_view
     assert httpx2.get(connection.live_view, timeout=30).status_code == 200
     assert httpx2.get(connection.live_view.split("?")[0], timeout=30).status_code == 401
+
+
+FETCH = """import urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://127.0.0.1:3128"}))
+print(opener.open("http://site.test/index.html", timeout=60).read().decode())
+try:
+    opener.open("http://elsewhere.test/from-the-sample", timeout=60)
+except urllib.error.HTTPError as e:
+    print("refused", e.code)
+"""
+
+
+@pytest.mark.full  # a second linux-test VM of its own; the network's episode is covered by test_network.py
+async def test_a_networked_task_gets_its_service_and_its_refusals_are_the_samples_violations(linux_image, settings,
+                                                                                           tmp_path):
+    """In the Inspect sandbox as in a run: the task's service reached by name through the proxy,
+    and a request outside its origins refused and scored as a violation of the sample."""
+    task = tmp_path / "suite" / "fetch"
+    (task / "site").mkdir(parents=True)
+    (task / "site" / "index.html").write_text("served to the sample")
+    (task / "task.yaml").write_text("id: fetch\ninstruction: Fetch the page.\nprofile: linux\ntimeout_s: 120\n"
+                                    "write_set: {enabled: false}\n"
+                                    "network:\n  services: [{name: site.test, serve: site}]\n")
+    (task / "oracle.sh").write_text("true\n")
+    (task / "verify.sh").write_text("verdict pass\n")
+    options = CuRunSandboxConfig(image="linux-test", cache_dir=settings.cache_dir, artifacts=tmp_path / "artifacts")
+    vms = TaskVMs.open(options, print)
+    try:
+        episode, slot = vms.start_episode({"cu_run_suite": str(tmp_path / "suite"), "cu_run_task": "fetch"}, print)
+        sandbox = CuRunSandbox(episode, slot, ("network", options))
+        fetched = await sandbox.exec(["python3", "-c", FETCH])
+        assert "served to the sample" in fetched.stdout and "refused 403" in fetched.stdout, fetched.stderr
+        scored = episode.conclude()
+        assert scored.outcome == "pass"
+        assert [v.rule for v in scored.violations] == ["network"]
+        assert "http://elsewhere.test/from-the-sample" in scored.violations[0].detail
+        log = (episode.ep_dir / "network.jsonl").read_text()
+        vms.end_episode(slot, interrupted=False)
+        assert "http://site.test/index.html" in log
+    finally:
+        vms.close()

@@ -23,6 +23,17 @@ except urllib.error.HTTPError as e:
 PY
 """
 
+# The verifier compares the agent's copy with the page as the proxy gives it now: scoring's own
+# fetches go through the episode's proxy too, so a replay scores from the cassette alone.
+VERIFY_THROUGH_THE_PROXY = """python3 - <<'PY' && verdict pass
+import os, sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://127.0.0.1:3128"}))
+page = opener.open("http://site.test/index.html", timeout=60).read()
+sys.exit(0 if open(os.environ["USER_HOME"] + "/page.html", "rb").read() == page else 1)
+PY
+verdict fail "page.html does not hold the page the proxy gives"
+"""
+
 # Nothing listens on the guest's proxy address, and nothing outside answers.
 NO_WAY_OUT = """python3 - <<'PY' && verdict pass
 import socket, sys
@@ -54,9 +65,7 @@ def suite(root: Path) -> Path:
                 # At a frozen clock too: the proxy runs at the task's instant, and the agent's
                 # refused request must still be judged in the agent's time.
                 "timeout_s: 120\nwrite_set: {allow: ['~/page.html']}\nclock: 2026-01-15T10:00:00Z\n",
-                "<h1>cu-run network</h1>\n", FETCH,
-                'grep -q "cu-run network" "$USER_HOME/page.html" && verdict pass\n'
-                'verdict fail "page.html does not hold the page"\n')
+                "<h1>cu-run network</h1>\n", FETCH, VERIFY_THROUGH_THE_PROXY)
     plain = root / "no-network"
     plain.mkdir()
     (plain / "task.yaml").write_text("id: no-network\ninstruction: Nothing.\nprofile: linux\ntimeout_s: 60\n"
