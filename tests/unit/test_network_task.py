@@ -210,3 +210,22 @@ def test_the_cli_keeps_a_recordings_cassettes_and_says_how_to_replay_them(tmp_pa
     recording(empty, suite_dir, {"t": []})
     nothing = CliRunner().invoke(app, ["assets", "cassettes", str(empty), "--assets", str(tmp_path / "assets")])
     assert nothing.exit_code == 1 and "no episode of it was recorded" in " ".join(nothing.output.split())
+
+
+def test_a_replay_leaves_out_the_networked_tasks_without_a_cassette_unless_they_are_named(tmp_path, settings, capsys):
+    from runner.runs.run_plan import _network_ready
+
+    suite_with(tmp_path / "with", "network:\n  allow: [https://example.com]\n  replay: cassette.jsonl\n")
+    (tmp_path / "with" / "t" / "cassette.jsonl").write_text(answer("GET https://example.com/ e3b0", "page"))
+    (kept,) = load_suite(str(tmp_path / "with")).tasks
+    without = suite_with(tmp_path / "without", "network:\n  allow: [https://example.com]\n").tasks[0]
+    without = type(without)(without.spec.model_copy(update={"id": "no-cassette"}), without.folder)
+    replay = NetSettings(NetMode.replay)
+    tasks, cassettes = _network_ready(settings, (kept, without), replay, named=False)
+    assert [t.id for t in tasks] == ["t"] and list(cassettes) == ["t"]
+    assert "left out of the replay, as they have no cassette: no-cassette" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="no-cassette has no cassette to replay"):
+        _network_ready(settings, (kept, without), replay, named=True)
+    with pytest.raises(UsageError, match="no task of the run has a cassette"):
+        _network_ready(settings, (without,), replay, named=False)
+    assert _network_ready(settings, (without,), NetSettings(NetMode.live), named=False) == ((without,), {})
