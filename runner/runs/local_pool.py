@@ -37,11 +37,12 @@ class LocalPool(Pool):
         self._work: queue.SimpleQueue[Episode] = queue.SimpleQueue()
         first = runs[0]
         # What the supply reads (the image, its warm states, standbys) is the same for every run.
-        supply_config = scope.pool_for(first.request, first.plan.agent, first.plan.suite.safety, first.plan.host_scoring)
+        supply_config = scope.pool_for(first.request, first.plan.agent, first.plan.suite.safety, first.plan.host_scoring,
+                                       first.plan.net)
         self.vms = VmSupply(scope.host, settings, supply_config, self.stopping, more_work=lambda: not self._work.empty())
         self.schedulers = [
             SlotScheduler(scope.host, settings,
-                          scope.pool_for(r.request, r.plan.agent, r.plan.suite.safety, r.plan.host_scoring),
+                          scope.pool_for(r.request, r.plan.agent, r.plan.suite.safety, r.plan.host_scoring, r.plan.net),
                           r.plan.agent, r.plan.out_dir, on_record=r.on_record, vms=self.vms, stopping=self.stopping)
             for r in runs]
 

@@ -107,8 +107,8 @@ def _network_ready(settings: Settings, tasks: tuple[Task, ...], net: NetSettings
                          "guests without one yet (Linux has one)", fix="leave them out; docs/network.md says what is built")
     from runner.runs.episode_network import cassette_hashes
 
-    images = [s.image for t in networked if t.spec.network for s in t.spec.network.services if s.image]
-    if images and net.mode != NetMode.replay:
+    runs_images = any(s.image for t in networked if t.spec.network for s in t.spec.network.services)
+    if runs_images and net.mode != NetMode.replay:
         from runner.network.services import container_runtime
 
         container_runtime()  # a service's image needs the host's engine: said before any VM starts

@@ -89,12 +89,14 @@ class RunScope:
                           mcp_server=mcp_server, host_scoring=host_scoring, net=net or NetSettings())
 
     def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...],
-                 host_scoring: HostScoring | None = None) -> PoolConfig:
+                 host_scoring: HostScoring | None = None, net: NetSettings | None = None) -> PoolConfig:
         """The pool a run of REQUEST gets in this scope, with AGENT: on this machine as on a cluster host.
-        HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare)."""
+        HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare). NET: the
+        plan's, checked before any VM started; a cluster host, which has no plan, makes it from REQUEST."""
         return self.pool_config(toolsets=request.agent.tools, max_steps=request.agent.max_steps, suite_rules=suite_rules,
                                 record=request.how.record, mcp_server=external_server(request, agent),
-                                standby=request.how.standby, host_scoring=host_scoring, net=net_settings(request))
+                                standby=request.how.standby, host_scoring=host_scoring,
+                                net=net if net is not None else net_settings(request))
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""
