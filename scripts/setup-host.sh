@@ -23,10 +23,14 @@ done
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live);
 # bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md);
 # acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on;
-# faketime's libfaketime gives host-side scoring a task's frozen clock (docs/network.md).
+# faketime's libfaketime gives host-side scoring a task's frozen clock (docs/network.md);
+# p7zip-full's 7z reads a Windows ISO's UDF tree, where Microsoft keeps install.wim (docs/windows.md).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
 gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc
-bubblewrap grub-efi-amd64-bin mtools acl xvfb faketime"
+bubblewrap grub-efi-amd64-bin mtools acl xvfb faketime p7zip-full"
+# The tests master a stand-in Windows ISO as Microsoft does (the files in UDF only, a real WIM) with
+# tools other than the 7-Zip that reads it: genisoimage and wimlib.
+case ",$extras," in *,test,*) packages="$packages genisoimage wimtools" ;; esac
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2

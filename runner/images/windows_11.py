@@ -2,7 +2,7 @@
 
 Before packer starts, every input is checked and every problem reported at once (a
 missing ISO, a checksum that does not match, too little disk, no packer, no qemu plugin
-for a current packer, no OVMF, no xorriso), so a two-hour build never dies at minute
+for a current packer, no OVMF, no xorriso or 7-Zip), so a two-hour build never dies at minute
 90 over something a check could have seen. Then: a private copy of OVMF's variable
 store, the virtio drivers extracted from the virtio-win ISO onto the setup CD, the answer
 file with the password written in, and packer with the template in packer/windows-11/.
@@ -47,6 +47,7 @@ from runner.guest.winrm import WinRmShell
 from runner.images.scratch import scratch_then_rename
 from runner.images.windows_build_watch import BuildWatch, fetch_panther_logs
 from runner.net import free_port
+from runner.images.iso_files import INSTALL_HINT, find_seven_zip
 from runner.images.windows_media import EditionChoice, choose_edition, iso_editions
 
 TEMPLATE_DIR = DATA_ROOT / "packer" / "windows-11"
@@ -157,10 +158,13 @@ def preflight(inputs: WindowsInputs, catalog_root: Path, progress: Progress = la
         problems.append("qemu-system-x86_64: not on PATH (apt install qemu-system-x86)")
     if not re.fullmatch(r"\d+[smh]", inputs.winrm_timeout):
         problems.append(f"--winrm-timeout {inputs.winrm_timeout!r} is not a duration like 90m or 2h")
+    seven_zip = find_seven_zip()
+    if seven_zip is None:
+        problems.append(f"7-Zip: neither 7z nor 7zz is on PATH; it reads the Windows ISO's UDF tree ({INSTALL_HINT})")
     edition = None
-    if xorriso is not None and inputs.iso.is_file() and os.access(inputs.iso, os.R_OK):
+    if seven_zip is not None and inputs.iso.is_file() and os.access(inputs.iso, os.R_OK):
         try:
-            edition = choose_edition(iso_editions(xorriso, inputs.iso), inputs.edition, inputs.product_key)
+            edition = choose_edition(iso_editions(seven_zip, inputs.iso), inputs.edition, inputs.product_key)
             progress(f"edition: {edition.edition.name} (index {edition.edition.index}; {edition.why})")
         except UsageError as exc:
             problems.append(f"Windows ISO (--iso): {exc.message}" + (f" ({exc.fix})" if exc.fix else ""))

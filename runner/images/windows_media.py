@@ -3,30 +3,30 @@
 A retail ISO holds several editions (Home, Pro, Education...) in sources/install.wim (or
 install.esd). An answer file that names none installs index 1, Home, or stops at the
 product-key page. The editions are listed in the WIM's XML resource, whose place the WIM
-header gives; both are read straight out of the ISO at the file's extents (xorriso reports
-them), so the 5 GiB file is never extracted. The WIM header layout is Microsoft's published
-one (the Windows Imaging File Format): a 208-byte header, "MSWIM\\0\\0\\0", the XML data's
-resource header at byte 72 (7 bytes of size, a flags byte, 8 bytes of offset). The XML is
-UTF-16LE, uncompressed in .wim and .esd alike.
+header gives. The install image is found in the ISO's UDF tree, where Microsoft's media keep
+it, or in its ISO 9660 tree, where a hand-made ISO does (runner/images/iso_files.py), and read
+as a stream up to the end of its XML, so the 5 GiB file is never extracted. The WIM header
+layout is Microsoft's published one (the Windows Imaging File Format): a 208-byte header,
+"MSWIM\\0\\0\\0", the XML data's resource header at byte 72 (7 bytes of size, a flags byte, 8 bytes
+of offset). The XML is UTF-16LE, uncompressed in .wim and .esd alike.
 """
 
 from __future__ import annotations
 
 import re
 import struct
-import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import UsageError
+from runner.images.iso_files import TREE_NAMES, TREES, list_tree, open_file
 
-INSTALL_IMAGES = ("/sources/install.wim", "/sources/install.esd")
+INSTALL_IMAGES = ("sources/install.wim", "sources/install.esd")
 WIM_MAGIC = b"MSWIM\0\0\0"
 HEADER_BYTES = 208
 XML_RESHDR_AT = 72
 MAX_XML_BYTES = 16 * 2**20  # a real one is tens of KiB; the ISO is the user's, but bounded all the same
-SECTOR = 2048
 
 # Microsoft's published KMS client setup keys (GVLKs): they select the edition on multi-edition
 # media and activate nothing by themselves. Home has none: give --product-key for it.
@@ -52,14 +52,28 @@ class EditionChoice:
     why: str
 
 
-def iso_editions(xorriso: str, iso: Path) -> list[Edition]:
-    """The editions of ISO's install image. Raises UsageError when it has none to read."""
-    for image in INSTALL_IMAGES:
-        extents = _extents(xorriso, iso, image)
-        if extents:
-            with iso.open("rb") as handle:
-                return parse_wim_editions(_ExtentReader(handle, extents), f"{iso.name}:{image}")
-    raise UsageError(f"{iso} has no sources/install.wim or sources/install.esd: not a Windows installation ISO")
+def iso_editions(seven_zip: str, iso: Path) -> list[Edition]:
+    """The editions of ISO's install image, from its UDF tree, else its ISO 9660 tree. Raises
+    UsageError naming what each tree held when neither has an install image."""
+    seen = []
+    for tree in TREES:
+        listing = list_tree(seven_zip, iso, tree)
+        for image in INSTALL_IMAGES:
+            stored = listing.find(image)
+            if stored is not None:
+                with open_file(seven_zip, iso, tree, stored) as reader:
+                    return parse_wim_editions(reader, f"{iso.name}:{stored} ({TREE_NAMES[tree]})")
+        seen.append(listing.problem or _held(listing.files))
+    trees = "; ".join(f"its {TREE_NAMES[tree]} tree {said}" for tree, said in zip(TREES, seen, strict=True))
+    raise UsageError(f"{iso} has no sources/install.wim or sources/install.esd ({trees}): "
+                     "not a Windows installation ISO, or not one 7-Zip can read")
+
+
+def _held(files: dict[str, int]) -> str:
+    if not files:
+        return "holds no files"
+    shown = ", ".join(sorted(files)[:3])
+    return f"holds {len(files)} file{'s' if len(files) != 1 else ''} ({shown}{', ...' if len(files) > 3 else ''})"
 
 
 def parse_wim_editions(reader, where: str) -> list[Edition]:
@@ -121,36 +135,3 @@ def choose_edition(editions: list[Edition], wanted: str | None, product_key: str
     if not re.fullmatch(r"[A-Z0-9]{5}(-[A-Z0-9]{5}){4}", key):
         raise UsageError(f"--product-key {key!r} is not of the form XXXXX-XXXXX-XXXXX-XXXXX-XXXXX")
     return EditionChoice(chosen, key, why)
-
-
-def _extents(xorriso: str, iso: Path, path: str) -> list[tuple[int, int]]:
-    """(byte offset in the ISO, byte count) of each extent of PATH, in file order; [] when absent."""
-    done = subprocess.run([xorriso, "-indev", str(iso), "-find", path, "-exec", "report_lba", "--"],
-                          capture_output=True, text=True, timeout=120)
-    extents = []
-    for line in done.stdout.splitlines():
-        match = re.match(r"File data lba:\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*'(.*)'$", line)
-        if match and match.group(5) == path:
-            extents.append((int(match.group(2)) * SECTOR, int(match.group(4))))
-    return extents
-
-
-class _ExtentReader:
-    """Reads a file stored in an ISO as one or more extents, by the file's own offsets."""
-
-    def __init__(self, handle, extents: list[tuple[int, int]]) -> None:
-        self._handle = handle
-        self._extents = extents
-
-    def read(self, offset: int, size: int) -> bytes:
-        out = bytearray()
-        start = 0
-        for disk_offset, length in self._extents:
-            end = start + length
-            if offset < end and offset + size > start:
-                begin = max(offset, start)
-                stop = min(offset + size, end)
-                self._handle.seek(disk_offset + begin - start)
-                out += self._handle.read(stop - begin)
-            start = end
-        return bytes(out)

@@ -46,6 +46,7 @@ def windows_checks(windows_iso: Path | None, virtio_iso: Path | None) -> list[Ch
     variable store is there), no TPM needed, and, when given, the ISO's editions and the
     virtio-win ISO's Windows 11 drivers."""
     from runner.images.windows_11 import OVMF_CANDIDATES, VIRTIO_DRIVERS, virtio_layout
+    from runner.images.iso_files import INSTALL_HINT, find_seven_zip
     from runner.images.windows_media import choose_edition, iso_editions
 
     checks = []
@@ -65,11 +66,16 @@ def windows_checks(windows_iso: Path | None, virtio_iso: Path | None) -> list[Ch
     windows_iso = windows_iso if windows_iso is not None and windows_iso.is_file() else None
     virtio_iso = virtio_iso if virtio_iso is not None and virtio_iso.is_file() else None
     xorriso = shutil.which("xorriso")
-    if (windows_iso or virtio_iso) and xorriso is None:
-        return checks + [Check("windows: media", "fail", "xorriso is missing: it reads the ISOs", "apt install xorriso")]
-    if windows_iso is not None and xorriso is not None:
+    if virtio_iso and xorriso is None:
+        checks.append(Check("windows: media", "fail", "xorriso is missing: it reads the virtio-win ISO",
+                            "apt install xorriso"))
+    seven_zip = find_seven_zip()
+    if windows_iso and seven_zip is None:
+        checks.append(Check("windows: media", "fail", "7-Zip is missing: it reads the Windows ISO's UDF tree",
+                            INSTALL_HINT))
+    if windows_iso is not None and seven_zip is not None:
         try:
-            editions = iso_editions(xorriso, windows_iso)
+            editions = iso_editions(seven_zip, windows_iso)
             listed = "; ".join(f"{e.index}: {e.name}" for e in editions)
             try:
                 chosen = choose_edition(editions, None, None)
@@ -78,7 +84,9 @@ def windows_checks(windows_iso: Path | None, virtio_iso: Path | None) -> list[Ch
             except CuRunError as exc:
                 checks.append(Check("windows: ISO editions", "warn", f"{listed}: {exc.message}", exc.fix or ""))
         except CuRunError as exc:
-            checks.append(Check("windows: ISO editions", "fail", exc.message, "use a Windows 11 installation ISO"))
+            checks.append(Check("windows: ISO editions", "fail", exc.message,
+                                "give the Windows 11 installation ISO as downloaded from Microsoft; a re-mastered "
+                                "one must keep sources/install.wim in its UDF or ISO 9660 tree"))
     if virtio_iso is not None and xorriso is not None:
         layout = virtio_layout(xorriso, virtio_iso)
         shown = ", ".join(f"{d}/{v or 'none'}" for d, v in layout.items())

@@ -29,6 +29,8 @@ from runner.images.windows_11 import (
     write_autounattend,
 )
 
+from windows_media_standins import microsoft_layout_iso
+
 U = "{urn:schemas-microsoft-com:unattend}"
 
 
@@ -59,7 +61,8 @@ def make_windows_iso(tmp_path, editions, name="win11.iso"):
 
 @pytest.fixture
 def inputs(tmp_path):
-    make_windows_iso(tmp_path, [("Windows 11 Enterprise Evaluation", "EnterpriseEval")])
+    # Laid out as Microsoft's media are: install.wim in the UDF tree only.
+    microsoft_layout_iso(tmp_path, [("Windows 11 Enterprise Evaluation", "EnterpriseEval")], name="win11.iso")
     for name in ("virtio-win.iso", "python-3.13.1-amd64.exe"):
         (tmp_path / name).write_bytes(b"placeholder " + name.encode())
     return WindowsInputs(iso=tmp_path / "win11.iso", virtio_iso=tmp_path / "virtio-win.iso",
