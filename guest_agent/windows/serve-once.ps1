@@ -1,9 +1,10 @@
 <#
   Runs in the autologon user's session (the cu-guest-agent scheduled task): answers every
-  pending request in requests\ with cu-guest-agent.ps1, writing .out, .err and, last, .rc.
+  pending request in C:\cu-run\spool\guest-agent with cu-guest-agent.ps1, writing .out, .err
+  and, last, .rc.
 #>
 $home_dir = 'C:\cu-run\guest-agent'
-foreach ($request in Get-ChildItem -Path (Join-Path $home_dir 'requests') -Filter '*.args') {
+foreach ($request in Get-ChildItem -Path 'C:\cu-run\spool\guest-agent' -Filter '*.args') {
     $base = $request.FullName.Substring(0, $request.FullName.Length - 5)
     $arguments = @(Get-Content -LiteralPath $request.FullName -Encoding UTF8 | Where-Object { $_ -ne '' })
     Remove-Item -LiteralPath $request.FullName -Force

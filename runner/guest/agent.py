@@ -57,18 +57,21 @@ class AccessibleNode(BaseModel):
 
 class GuestAgent:
     def __init__(self, shell: GuestShell, command: str,
-                 quote: Callable[[Sequence[str]], str] = shlex.join) -> None:
+                 quote: Callable[[Sequence[str]], str] = shlex.join, *, channel: str = "the guest shell") -> None:
         """QUOTE: the guest shell's own quoting of an argument list (GuestProfile.quote_arguments):
-        POSIX quotes mean something else to PowerShell."""
+        POSIX quotes mean something else to PowerShell. CHANNEL: whose shell SHELL is, as errors
+        name it ("the desktop user cu's shell"): what the guest allows differs by account."""
         self.shell = shell
         self.command = command
         self.quote = quote
+        self.channel = channel
 
     def ping(self) -> int:
-        """The agent's protocol version; raises GuestAgentError when it does not answer."""
+        """The agent's protocol version; raises GuestAgentError, naming the channel and what
+        failed, when it does not answer."""
         data = self._call("ping")
         if not isinstance(data, dict) or data.get("agent") != "cu-guest-agent":
-            raise GuestAgentError(f"the guest agent's ping answered {data!r}")
+            raise GuestAgentError(f"the guest agent's ping on {self.channel} answered {data!r}")
         return int(data.get("version", 0))
 
     def windows(self) -> list[WindowInfo]:
@@ -96,10 +99,12 @@ class GuestAgent:
         result = self.shell.run(f"{self.command} {self.quote(args)}", timeout=CALL_TIMEOUT_S)
         if result.exit_code != 0:
             detail = (result.stderr.strip() or result.stdout.strip() or "no output")[-500:]
-            raise GuestAgentError(f"the guest agent failed ({args[0]}, exit {result.exit_code}): {detail}",
-                                  fix="the image may predate the guest agent: cu-run image build --force")
+            raise GuestAgentError(
+                f"the guest agent failed ({args[0]} on {self.channel}, exit {result.exit_code}): {detail}",
+                fix="the image may predate the guest agent, or the grant that lets this account start it "
+                    "(a Windows image's cu-guest-agent task): cu-run image build --force")
         try:
             return json.loads(result.stdout)
         except json.JSONDecodeError:
             raise GuestAgentError(
-                f"the guest agent's {args[0]} answer is not JSON: {result.stdout[:200]!r}") from None
+                f"the guest agent's {args[0]} answer on {self.channel} is not JSON: {result.stdout[:200]!r}") from None

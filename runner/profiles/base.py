@@ -87,6 +87,9 @@ class GuestProfile(ABC):
     # (runner/scoring/disk_listing.py), its watched roots all on it; None: the lister in the guest.
     disk_filesystem: str | None = None
     desktop_probe: DesktopProbe | None = None  # None: the click and typing checks cannot run here
+    # How long a cold boot may take until the shell answers (a restore was saved running and gets
+    # the runner's own limit, runner.vm.episode.SHELL_READY_TIMEOUT).
+    boot_shell_timeout: float = 240.0
 
     # -- the image
 

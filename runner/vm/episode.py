@@ -32,13 +32,13 @@ from runner.hypervisor.host import Host
 from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
 from runner.vm.domain import EPISODE_NVRAM_FILE, episode_domain_spec
-from runner.profiles import DesktopUser, ShellEndpoint
+from runner.profiles import DesktopUser, GuestProfile, ShellEndpoint
 from runner.vm.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
 
 log = logging.getLogger(__name__)
 
 EPISODE_OWNER_FILE = "owner.json"
-SHELL_READY_TIMEOUT = 240.0
+SHELL_READY_TIMEOUT = 240.0  # after a restore; a cold boot waits its profile's boot_shell_timeout
 DESKTOP_READY_TIMEOUT = 120.0
 DESKTOP_SHARE = 0.15  # share of the screen showing the desktop colour that means "desktop up"
 START_ATTEMPTS = 3  # a free port can be taken between finding it and QEMU binding it
@@ -50,9 +50,17 @@ class EpisodeOptions:
     accel: Accel = "tcg"
     capture: str = "libvirt"  # or "vnc"
     wait_desktop: bool = True
-    shell_timeout: float = SHELL_READY_TIMEOUT
+    shell_timeout: float | None = None  # None: shell_wait_limit's choice
     desktop_timeout: float = DESKTOP_READY_TIMEOUT
     memory_mib: int | None = None
+
+
+def shell_wait_limit(options: EpisodeOptions, guest: GuestProfile, *, restored: bool) -> float:
+    """How long a start waits for the guest's shells: the caller's limit if it set one; after a
+    restore, SHELL_READY_TIMEOUT (the guest was saved running); after a cold boot, the profile's."""
+    if options.shell_timeout is not None:
+        return options.shell_timeout
+    return SHELL_READY_TIMEOUT if restored else guest.boot_shell_timeout
 
 
 @dataclass
@@ -341,7 +349,8 @@ class EpisodeVM:
             shutil.move(self.workdir / EPISODE_NVRAM_FILE, nvram)
 
     def _wait_shell(self, shell: GuestShell) -> None:
-        deadline = time.monotonic() + self.options.shell_timeout
+        limit = shell_wait_limit(self.options, self.image.manifest.guest, restored=self.warm is not None)
+        deadline = time.monotonic() + limit
         while True:
             self.check_alive()
             try:

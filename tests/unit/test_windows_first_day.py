@@ -176,10 +176,10 @@ def test_the_windows_profiles_own_scripts_fall_into_no_known_trap():
     assert "icacls" in WINDOWS.hand_home_script(user) and "S-1-5-32-544" in WINDOWS.hand_home_script(user)
 
 
-def test_winrm_starts_without_delay_and_is_not_restarted_under_packer():
+def test_winrm_keeps_its_delayed_start_and_is_not_restarted_under_packer():
     text = (TEMPLATE_DIR / "setup" / "enable-winrm.ps1").read_text()
     code = "\n".join(line.split("#", 1)[0] for line in text.split("#>", 1)[1].splitlines())
-    assert "sc.exe config WinRM start= auto" in code
+    assert "sc.exe config WinRM start= delayed-auto" in code  # test_windows_guest_scripts.py: item 3
     assert "Restart-Service" not in code and "Set-Service -Name WinRM" not in code
 
 

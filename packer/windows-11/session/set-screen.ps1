@@ -1,7 +1,7 @@
 <#
   Runs in the desktop user's interactive session at every logon (the cu-screen scheduled task,
   install-session-tasks.ps1): sets the console's screen size. From WinRM's session 0 this cannot
-  work, as session 0 has no console. The result goes to screen.log beside this script, which
+  work, as session 0 has no console. The result goes to C:\cu-run\spool\screen.log, which
   `cu-run check` reads back: a display driver that offers no such mode is said, not hidden.
 #>
 param([int]$Width, [int]$Height)
@@ -46,5 +46,5 @@ if ($before -ne "${Width}x${Height}") {
     $code = [CuDisplay]::Set($Width, $Height)
 }
 $after = [CuDisplay]::Current()
-$log = Join-Path $PSScriptRoot 'screen.log'
+$log = 'C:\cu-run\spool\screen.log'  # the user's own log, in the spool (install-session-tasks.ps1)
 Set-Content -LiteralPath $log -Value "$(Get-Date -Format o) wanted ${Width}x${Height} was $before now $after code $code"

@@ -40,18 +40,24 @@ try {
     & schtasks.exe /run /tn $name | Out-Null
     if ($LASTEXITCODE -ne 0) { throw "schtasks /run /tn $name exited $LASTEXITCODE" }
     $deadline = $started.AddSeconds($TimeoutSeconds)
-    # Started: the task ran (LastRunTime moves) and, with -Wait, is no longer running.
+    # Started: the task ran (LastRunTime moves). Ended (-Wait): the state, read first, is not
+    # Running, and the result, read after it, is not SCHED_S_TASK_RUNNING (267009). Read the other
+    # way round, a task that ended between the two reads left 267009 as its "exit code"; and the
+    # scheduler need not write the result before the state, so 267009 means running whichever says so.
+    $stillRunning = 267009
     while ($true) {
-        $info = Get-ScheduledTaskInfo -TaskName $name
         $state = (Get-ScheduledTask -TaskName $name).State
+        $info = Get-ScheduledTaskInfo -TaskName $name
         $ran = $info.LastRunTime -ge $started.AddSeconds(-1)
-        if ($ran -and (-not $Wait -or $state -ne 'Running')) { break }
+        $ended = $state -ne 'Running' -and $info.LastTaskResult -ne $stillRunning
+        if ($ran -and (-not $Wait -or $ended)) { break }
         if ((Get-Date) -gt $deadline) {
             throw "$FilePath did not $(if ($Wait) { 'finish' } else { 'start' }) in ${User}'s session within $TimeoutSeconds s (is $User logged on?)"
         }
         Start-Sleep -Milliseconds 200
     }
-    if ($Wait) { exit [int]$info.LastTaskResult }
+    # A crash's 0xC0000005 does not fit [int] as a number: its low 32 bits are kept as they are.
+    if ($Wait) { exit [BitConverter]::ToInt32([BitConverter]::GetBytes([int64]$info.LastTaskResult), 0) }
 }
 finally {
     Unregister-ScheduledTask -TaskName $name -Confirm:$false -ErrorAction SilentlyContinue

@@ -8,8 +8,13 @@
     only Administrators and Interactive users: without an ACE for Remote Management Users
     (BUILTIN, S-1-5-32-580) that shell gets fault 5, "Access is denied". The ACE is added to
     whatever the SDDL holds, through the security descriptor object, never by string surgery.
-  - Enable-PSRemoting sets WinRM to Automatic (Delayed Start) on client editions, about two
-    minutes after boot; Set-Service cannot clear the delay, sc.exe can.
+  - WinRM keeps Windows' own start type, Automatic (Delayed Start): the service control manager
+    starts it about two minutes after the other automatic services (MS-SCMR,
+    SERVICE_DELAYED_AUTO_START_INFO). Plain Automatic was tried by rgl/windows-vagrant and
+    reverted (commit c61ddf2e, "revert to the default winrm service startup type of
+    delayed-auto"; its provision-winrm.ps1 warns that auto "proved to be unreliable"). A warm
+    restore does not wait for it; a cold boot's wait for the shell allows for it
+    (WindowsProfile.boot_shell_timeout).
   - No restart of WinRM: packer connects as soon as the port answers and may be uploading
     when a restart would cut it off. Every setting below takes effect without one.
 #>
@@ -43,8 +48,8 @@ else {
     New-NetFirewallRule -Name 'cu-run-winrm' -DisplayName 'cu-run WinRM' -Direction Inbound `
         -Protocol TCP -LocalPort 5985 -Action Allow -Profile Any | Out-Null
 }
-# Automatic, without the delay: WinRM answers as soon as the service control manager starts it.
-& sc.exe config WinRM start= auto | Out-Null
+# Delayed Start, said explicitly rather than left to Enable-PSRemoting's default (see above).
+& sc.exe config WinRM start= delayed-auto | Out-Null
 if ($LASTEXITCODE -ne 0) {
-    throw "sc.exe config WinRM start= auto exited $LASTEXITCODE"
+    throw "sc.exe config WinRM start= delayed-auto exited $LASTEXITCODE"
 }
