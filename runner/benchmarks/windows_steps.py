@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.guest.powershell_quote import ps_quote
 from runner.profiles.windows import START_IN_SESSION
 from runner.benchmarks.linux_steps import (MAX_COLLECTED_FILE, Collectors, Script, StepLines, fill, gather_getters,
                                           translate_steps)
@@ -130,7 +131,7 @@ function Waa-ExportEnd {
 
 def ps(value: Any) -> str:
     """A PowerShell single-quoted string literal."""
-    return "'" + str(value).replace("'", "''") + "'"
+    return ps_quote(str(value))
 
 
 def ps_list(values: list[Any]) -> str:

@@ -34,6 +34,7 @@ from winrm.exceptions import (
 from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
+from runner.guest.powershell_quote import ps_quote
 from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, NotReady, output_too_large, poll_until_ready
 from typing_extensions import override
 
@@ -112,10 +113,6 @@ def encoded(script: str) -> str:
     return base64.b64encode(script.encode("utf-16-le")).decode("ascii")
 
 
-def _quote(path: str) -> str:
-    return "'" + path.replace("'", "''") + "'"
-
-
 class WinRmShell(GuestShell):
     def __init__(self, host: str, port: int, user: str, password: str, *, transport: str = "ntlm",
                  protocol_factory: Callable[[], Protocol] | None = None) -> None:
@@ -165,7 +162,7 @@ class WinRmShell(GuestShell):
             try:
                 result = self._command(protocol, shell_id, POWERSHELL, PS_ARGS + ("-File", remote), deadline=deadline)
             finally:
-                self._powershell(protocol, shell_id, f"Remove-Item -LiteralPath {_quote(remote)} -Force",
+                self._powershell(protocol, shell_id, f"Remove-Item -LiteralPath {ps_quote(remote)} -Force",
                                  deadline=time.monotonic() + 30, check=False)
             return result
 
@@ -178,7 +175,7 @@ class WinRmShell(GuestShell):
 
     @override
     def get(self, remote: str, local: Path) -> None:
-        script = f"[Convert]::ToBase64String([IO.File]::ReadAllBytes({_quote(remote)}))"
+        script = f"[Convert]::ToBase64String([IO.File]::ReadAllBytes({ps_quote(remote)}))"
         result = self._session(lambda p, s: self._powershell(p, s, script, deadline=time.monotonic() + 300))
         local.write_bytes(base64.b64decode(result.stdout.strip()))
 
@@ -219,15 +216,15 @@ class WinRmShell(GuestShell):
     def _upload(self, protocol: Protocol, shell_id: str, data: bytes, remote: str, deadline: float) -> None:
         text = base64.b64encode(data).decode("ascii")
         staging = remote + ".b64"
-        self._powershell(protocol, shell_id, f"Set-Content -LiteralPath {_quote(staging)} -Value '' -NoNewline "
+        self._powershell(protocol, shell_id, f"Set-Content -LiteralPath {ps_quote(staging)} -Value '' -NoNewline "
                                              "-Encoding ASCII", deadline=deadline)
         for start in range(0, len(text), CHUNK_CHARS):
             chunk = text[start:start + CHUNK_CHARS]
-            self._powershell(protocol, shell_id, f"Add-Content -LiteralPath {_quote(staging)} -Value '{chunk}' "
+            self._powershell(protocol, shell_id, f"Add-Content -LiteralPath {ps_quote(staging)} -Value '{chunk}' "
                                                  "-NoNewline -Encoding ASCII", deadline=deadline)
         self._powershell(protocol, shell_id,
-                         f"[IO.File]::WriteAllBytes({_quote(remote)}, [Convert]::FromBase64String("
-                         f"[IO.File]::ReadAllText({_quote(staging)}))); Remove-Item -LiteralPath {_quote(staging)}",
+                         f"[IO.File]::WriteAllBytes({ps_quote(remote)}, [Convert]::FromBase64String("
+                         f"[IO.File]::ReadAllText({ps_quote(staging)}))); Remove-Item -LiteralPath {ps_quote(staging)}",
                          deadline=deadline)
 
     def _powershell(self, protocol: Protocol, shell_id: str, script: str, *, deadline: float,

@@ -114,11 +114,34 @@ def matches(path: str, pattern: str, *, windows: bool = False) -> bool:
     return False
 
 
+def pruned_folders(patterns: tuple[str, ...], *, windows: bool = False) -> tuple[str, ...]:
+    """Folders whose every item, at any depth, PATTERNS match (see matches()): a lister lists
+    such a folder's own entries unhashed but enters none, since the host ignores all it would
+    find there. (Its entries are still listed: writeset.unexpected excuses a folder the agent
+    made to hold ignored items, and knows them by those.) Only from the patterns FOLDER and FOLDER/**
+    (FOLDER\\** on Windows) whose FOLDER has no wildcard; any other pattern gives none, as a
+    lister that prunes less is still right. A lister compares a folder's path with these
+    exactly, case included: what differs only in case is entered, so no matcher of the guest's
+    need agree with matches() on case."""
+    tail = ("\\" if windows else "/") + "**"
+    found: list[str] = []
+    for pattern in patterns:
+        folder = pattern.rstrip("/\\")
+        if folder.endswith(tail):
+            folder = folder[:-len(tail)]
+        # None that ends in a separator: from C:\\** (a doubled separator) would come C:\, whose
+        # items (C:\x) that pattern does not match.
+        if folder and not folder.endswith(("/", "\\")) and not {"*", "?"} & set(folder) and folder not in found:
+            found.append(folder)
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class Watch:
     """What a listing covers: the watched ROOTS; IGNORE, patterns it lists but never hashes
-    (their changes do not count); SINCE_NS, a guest time: files whose ctime is older were not
-    changed since, so they need no hashing (the listing before the agent passes 0)."""
+    (their changes do not count), nor need it enter their pruned_folders(); SINCE_NS, a guest
+    time: files whose ctime is older were not changed since, so they need no hashing (the
+    listing before the agent passes 0)."""
 
     roots: tuple[str, ...]
     ignore: tuple[str, ...] = ()

@@ -14,10 +14,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from runner.config import DATA_ROOT
 from runner.errors import InfraError
+from runner.guest.powershell_quote import ps_quote as _ps
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch
+from runner.profiles.listing import (HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch, expand,
+                                     pruned_folders, shown)
 from typing_extensions import override
 
 if TYPE_CHECKING:
@@ -36,9 +39,49 @@ START_IN_SESSION = "C:\\cu-run\\session\\start-in-session.ps1"  # the image's (p
 MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
 
 
-def _ps(text: str) -> str:
-    """TEXT as a single-quoted PowerShell string."""
-    return "'" + text.replace("'", "''") + "'"
+# Guest programs the runner sends with each call, read from the package: the image's copies (in
+# C:\cu-run\guest-agent; an image built before issue 51 let the desktop user write there) are never run.
+_PROGRAMS = DATA_ROOT / "guest_agent" / "windows"
+
+
+def _program(name: str, **arguments: str | int | float | tuple[str, ...]) -> str:
+    """The guest program NAME (guest_agent/windows) as a script block, called with ARGUMENTS
+    for the parameters its param block declares. The program's text is the file's, unchanged;
+    each value is written by _ps_value, so no value can be taken for code."""
+    given = " ".join(f"-{key} {_ps_value(value)}" for key, value in arguments.items())
+    text = (_PROGRAMS / name).read_text(encoding="utf-8")
+    return f"& {{\r\n{text}\r\n}} {given}\r\n"
+
+
+def _ps_value(value: str | int | float | tuple[str, ...]) -> str:
+    if isinstance(value, str):
+        return _ps_literal(value)
+    if isinstance(value, tuple):
+        return "@(" + ", ".join(_ps_literal(v) for v in value) + ")"
+    return f"{value:g}" if isinstance(value, float) else str(int(value))
+
+
+def _ps_literal(text: str) -> str:
+    """TEXT as a PowerShell expression whose value is exactly TEXT, written in printable ASCII:
+    only printable ASCII goes between quotes, ' doubled, and any other character is [char]0xNNNN,
+    one per UTF-16 unit (the units a .NET string holds). A program's arguments then hold no
+    typographic quote (see runner/guest/powershell_quote.py), line break or control character
+    for any reader of the script to take differently."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    parts: list[str] = []
+    quoted = ""
+    for i in range(0, len(units), 2):
+        unit = int.from_bytes(units[i:i + 2], "little")
+        if 0x20 <= unit < 0x7F:
+            quoted += "''" if unit == 0x27 else chr(unit)
+            continue
+        if quoted or not parts:
+            parts.append(f"'{quoted}'")
+            quoted = ""
+        parts.append(f"[char]0x{unit:04X}")
+    if quoted or not parts:
+        parts.append(f"'{quoted}'")
+    return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
 
 class WindowsProfile(GuestProfile):
@@ -51,6 +94,11 @@ class WindowsProfile(GuestProfile):
     admin_task_dir = "C:\\cu-task"
     agent_task_dir = "C:\\cu-oracle"
     spares_earlier_processes = True
+    # WinRM starts Automatic (Delayed Start) (setup/enable-winrm.ps1): the service control manager
+    # starts it about two minutes after the other automatic services, delayed services one at a time
+    # at the lowest priority, with no time guaranteed (MS-SCMR, SERVICE_DELAYED_AUTO_START_INFO).
+    # A cold boot gets a boot's own time, that delay, and room for load to stretch both.
+    boot_shell_timeout = 600.0
 
     # -- the image
 
@@ -161,32 +209,19 @@ class WindowsProfile(GuestProfile):
 
     @override
     def hand_home_script(self, user: DesktopUser) -> str:
-        # A profile after first logon holds thousands of items (AppX folders, Edge, caches): one
-        # icacls process per item ran past the step's limit. As on Linux (root-owned files only),
-        # only what setup made is re-owned: items owned by the admin running this, or by
-        # Administrators (an elevated admin's default owner). Owners are read in this one process,
-        # and icacls runs once per item found, a handful. Reparse points (the profile's legacy
-        # junctions, or a link) are neither followed nor re-owned.
-        return (f"$home_dir = {_ps(user.home)}\r\n"
-                "$admins = @((New-Object System.Security.Principal.SecurityIdentifier('S-1-5-32-544')), "
-                "[System.Security.Principal.WindowsIdentity]::GetCurrent().User)\r\n"
-                "$pending = New-Object System.Collections.Generic.Queue[string]\r\n"
-                "$pending.Enqueue($home_dir)\r\n"
-                "$foreign = New-Object System.Collections.Generic.List[string]\r\n"
-                "while ($pending.Count -gt 0) {\r\n"
-                "    $folder = $pending.Dequeue()\r\n"
-                "    foreach ($item in @(Get-ChildItem -LiteralPath $folder -Force -ErrorAction SilentlyContinue)) {\r\n"
-                "        if ($item.Attributes -band [IO.FileAttributes]::ReparsePoint) { continue }\r\n"
-                "        try { $owner = $item.GetAccessControl('Owner').GetOwner([System.Security.Principal."
-                "SecurityIdentifier]) } catch { continue }\r\n"
-                "        if ($admins -contains $owner) { $foreign.Add($item.FullName) }\r\n"
-                "        if ($item.PSIsContainer) { $pending.Enqueue($item.FullName) }\r\n"
-                "    }\r\n"
-                "}\r\n"
-                "foreach ($path in $foreign) {\r\n"
-                f"    icacls $path /setowner {_ps(user.name)} /q | Out-Null\r\n"
-                "    if ($LASTEXITCODE -ne 0) { throw \"icacls could not give $path to its user\" }\r\n"
-                "}\r\n")
+        # guest_agent/windows/hand-home.ps1: only what setup made is re-owned. It enters none of
+        # the folders whose items default_ignore covers (AppData: tens of thousands of items after
+        # the first logon), so what setup made deeper keeps its admin owner. The user can still
+        # use it: a file or folder made with no security descriptor of its own gets its parent's
+        # inheritable ACEs (learn.microsoft.com/windows/win32/secauthz/security-descriptors-for-
+        # new-objects and .../ace-inheritance-rules), and a profile folder grants its user, SYSTEM
+        # and Administrators full control, inherited by folders and files ((OI)(CI)F). What setup
+        # moved there from a folder of other ACLs keeps its own, but re-owning never helped that:
+        # an owner gains only WRITE_DAC (.../owner-of-a-new-object). The programs known to look
+        # at an owner (git's safe.directory, OpenSSH's key files) look at folders outside AppData.
+        ignored = tuple(expand(p, user.home) for p in self.default_ignore)
+        return _program("hand-home.ps1", HomeFolder=user.home, UserName=user.name,
+                        Pruned=pruned_folders(ignored, windows=True))
 
     @override
     def grant_admin_script(self, user: DesktopUser) -> str:
@@ -224,39 +259,24 @@ class WindowsProfile(GuestProfile):
 
     @override
     def list_script(self, watch: Watch) -> str:
-        """PowerShell printing one line per item under the roots: kind, size, mtime ticks, sha256,
-        path, tab-separated. Windows paths hold no tabs or newlines, so lines are enough. NTFS's
-        change time is not reachable from PowerShell without P/Invoke, so on Windows an unhashed
-        file is compared by size and mtime (docs/threat-model.md)."""
-        quoted = ", ".join("'" + r.replace("'", "''") + "'" for r in watch.roots)
-        return (
-            "$ErrorActionPreference = 'SilentlyContinue'\n"
-            f"$started = Get-Date\n$count = 0\n"
-            f"foreach ($root in @({quoted})) {{\n"
-            "    if (-not (Test-Path -LiteralPath $root)) { continue }\n"
-            "    Get-ChildItem -LiteralPath $root -Recurse -Force | ForEach-Object {\n"
-            f"        $count++; if ($count -gt {MAX_ENTRIES}) {{ 'truncated'; break }}\n"
-            "        $ticks = $_.LastWriteTimeUtc.Ticks\n"
-            "        if ($_.PSIsContainer) { \"d`t0`t$ticks`t`t$($_.FullName)\" }\n"
-            "        else {\n"
-            "            $hash = ''\n"
-            f"            if ($_.Length -le {HASH_MAX_BYTES} -and "
-            f"((Get-Date) - $started).TotalSeconds -lt {HASH_BUDGET_S:g}) {{\n"
-            "                $hash = (Get-FileHash -LiteralPath $_.FullName -Algorithm SHA256).Hash\n"
-            "            }\n"
-            "            \"f`t$($_.Length)`t$ticks`t$hash`t$($_.FullName)\"\n"
-            "        }\n"
-            "    }\n"
-            "}\n"
-        )
+        """guest_agent/windows/list-tree.ps1: one line per item under the roots: kind, size, mtime
+        ticks, sha256, path, tab-separated. It enters no folder whose items the ignore patterns
+        all cover (runner.profiles.listing.pruned_folders); the host applies the patterns as
+        ever. NTFS's change time is not reachable from PowerShell without P/Invoke, so on Windows
+        an unhashed file is compared by size and mtime (docs/threat-model.md)."""
+        return _program("list-tree.ps1", Roots=tuple(watch.roots), Pruned=pruned_folders(watch.ignore, windows=True),
+                        MaxEntries=MAX_ENTRIES, HashMaxBytes=HASH_MAX_BYTES, HashBudgetSeconds=HASH_BUDGET_S)
 
     @override
     def parse_listing(self, output: str) -> Listing:
+        """Lines split on \\n only: a name may hold U+2028 or U+0085, where str.splitlines would
+        cut its path and the cut one could stand for another item's. The lister prints each path
+        once, so a path printed twice is refused."""
         entries: Manifest = {}
         unhashed = []
         truncated = False
-        for line in output.splitlines():
-            line = line.rstrip("\r")
+        for line in output.split("\n"):
+            line = line.removesuffix("\r")
             if line == "truncated":
                 truncated = True
                 continue
@@ -264,6 +284,10 @@ class WindowsProfile(GuestProfile):
             if len(parts) != 5:
                 continue
             kind, size, ticks, digest, path = parts
+            if kind not in ("d", "f") or not (size or "0").isdigit() or not (ticks or "0").isdigit() \
+                    or path in entries:
+                raise InfraError("the write-set listing from the guest has a line the lister does not print: "
+                                 f"{shown(line)[:200]!r}")
             entries[path] = Entry(kind, int(size or 0), digest.lower(), int(ticks or 0) / 1e7)
             if kind == "f" and not digest:
                 unhashed.append(path)

@@ -49,10 +49,15 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
          "print(DATA_ROOT); print(recipe_hash(recipe_dir('linux-test')), recipe_hash(recipe_dir('linux-desktop')));"
          "print((recipe_dir('linux-test') / 'rootfs/home/cu/.xinitrc').is_file(), "
          "(GUEST_AGENT_DIR / 'cu_guest_agent.py').is_file(),"
-         "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file())"],
+         "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file());"
+         # The Windows walks are guest programs the runner reads from its package as it sends them.
+         "from runner.profiles import DesktopUser, get_profile; from runner.profiles.listing import Watch;"
+         "w = get_profile('windows'); print('$prune.Contains' in w.list_script(Watch(('C:/evals',))),"
+         "'icacls' in w.hand_home_script(DesktopUser('cu', 'C:/Users/cu')))"],
         capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    data_root, digest, found = where.stdout.splitlines()
+    data_root, digest, found, programs = where.stdout.splitlines()
     assert Path(data_root).is_relative_to(venv) and found == "True True True True", where.stdout + where.stderr
+    assert programs == "True True", where.stdout + where.stderr
     # The installed recipe is the checkout's, file for file: an image built from either is the same.
     from runner.config import recipe_dir
     from runner.images.linux_images import recipe_hash
