@@ -14,12 +14,11 @@ import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from runner.agents.base import Agent
 from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
-from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel
+from runner.hypervisor.accel import AccelProbe, cached_probe, choose_accel, forced_kvm_warning
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.connect import connect_host
 from runner.hypervisor.host import Host
@@ -114,7 +113,9 @@ def new_run_id() -> str:
 
 
 def resolve_accel(settings: Settings, image: Image | None, requested: AccelChoice) -> tuple[Accel, AccelProbe]:
-    probe = cached_probe(settings.cache_dir, probe_kernel(settings, image))
+    """The accelerator for REQUESTED, and the probe it was chosen on (runner.hypervisor.accel).
+    IMAGE is not read: the probe boots its own sector, whatever the image (callers still name it)."""
+    probe = cached_probe(settings.cache_dir)
     return choose_accel(requested, probe), probe
 
 
@@ -123,24 +124,13 @@ def warm_outside_a_run(settings: Settings, host: Host, image: Image, requested: 
     """Warm states for IMAGE made before any run (`cu-run image warm`, a cluster host's warm), for
     the accelerator a run would resolve: SLOTS of them, or with ADMITTED as many of SLOTS as the
     host's memory admits (a cluster host warms what its runs will use)."""
-    accel, _probe = resolve_accel(settings, image, requested)
+    accel, probe = resolve_accel(settings, image, requested)
+    warning = forced_kvm_warning(requested, probe)
+    if warning:
+        progress(warning)
     if admitted:
         slots = admit(slots, image.manifest.memory_mib, accel, available_mib()).admitted
     return warm_image(host, settings, image, slots, accel, force=force, progress=progress)
-
-
-def probe_kernel(settings: Settings, image: Image | None) -> Path | None:
-    """A Linux kernel to boot for the KVM probe: the image's own, else linux-test's, else the
-    host's. A Windows image has none, and KVM either works for any kernel or for none."""
-    candidates = [image] if image is not None else []
-    linux = Catalog(settings.images_dir).find("linux-test")
-    if linux is not None:
-        candidates.append(linux)
-    for candidate in candidates:
-        if candidate.manifest.boot is not None:
-            return candidate.path(candidate.manifest.boot.kernel)
-    host_kernels = sorted(Path("/boot").glob("vmlinuz-*"))
-    return host_kernels[-1] if host_kernels else None
 
 
 @contextmanager
@@ -161,6 +151,9 @@ def make_scope(settings: Settings, request: ScopeRequest, host: Host, *,
     accel, probe = resolve_accel(settings, image, request.accel)
     admission = admit(request.vm_pool, image.manifest.memory_mib, accel, available_mib())
     notes: list[str] = []
+    warning = forced_kvm_warning(request.accel, probe)
+    if warning:
+        notes.append(warning)
     if admission.capped:
         notes.append(admission.notice(image.name))
     start = _start(settings, request, host, image, accel, admission.admitted, notes)

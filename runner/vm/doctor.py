@@ -187,9 +187,7 @@ def _kvm_device() -> Check:
 
 
 def _accel(settings: Settings) -> Check:
-    image = Catalog(settings.images_dir).find(LINUX_TEST)
-    kernel = image.path(image.manifest.boot.kernel) if image and image.manifest.boot else None
-    probe = cached_probe(settings.cache_dir, kernel)
+    probe = cached_probe(settings.cache_dir)
     if probe.kvm_usable:
         return Check("accelerator", "ok", f"KVM usable: {probe.reason}")
     return Check("accelerator", "warn", f"KVM unusable, TCG will be used (slower): {probe.reason}",
