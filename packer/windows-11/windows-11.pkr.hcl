@@ -114,6 +114,11 @@ source "qemu" "windows-11" {
   vm_name          = "disk.qcow2"
   format           = "qcow2"
   disk_size        = var.disk_size
+  # -drive if=virtio: QEMU makes it a virtio-blk-pci on the root bus, after the VGA (00:01.0)
+  # and the NIC (packer's one -device, 00:02.0): 00:03.0, transitional (PCI id 1af4:1001), as a
+  # device on a root bus is. Windows installs its boot driver for that device at that address,
+  # so every episode's domain puts its disk there too (runner/hypervisor/domain_xml.py); a
+  # -device added to qemuargs would move it (tests/unit/test_windows_disk_identity.py).
   disk_interface   = "virtio"
   disk_cache       = "unsafe"
   disk_discard     = "unmap"
@@ -138,6 +143,10 @@ source "qemu" "windows-11" {
     ["-blockdev", "node-name=ovmf-vars,driver=file,filename=${var.ovmf_vars}"],
     ["-machine", "type=q35,accel=${var.accelerator},pflash0=ovmf-code,pflash1=ovmf-vars"],
     ["-cpu", var.cpu_model],
+    # One socket of CPUS cores, as every episode's domain has: packer's own -smp would be
+    # cpus=N,sockets=N (1.6.6) or QEMU's default for N (the plugin), and Windows client editions
+    # use one socket (Home) or two (Pro).
+    ["-smp", "cpus=${var.cpus},sockets=1,cores=${var.cpus},threads=1"],
     # The build VM's network: QEMU user mode with restrict=on, so the guest reaches nothing but
     # the WinRM forward packer connects through. A connected host would otherwise let Windows
     # Update, the Store and Edge download during setup, and two builds would differ. A -netdev

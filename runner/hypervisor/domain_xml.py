@@ -22,6 +22,10 @@ DOMAIN_PREFIX = "cu-"
 NIC_PCI_SLOT = 0x1E
 Q35_NIC_PCI_SLOT = 0x10
 Q35_USB_PCI_SLOT = 0x11  # the xHCI controller's, beside the NIC, away from libvirt's automatic ones
+# Where the Windows build's QEMU put the boot disk: packer's -drive if=virtio is a virtio-blk-pci on
+# the root bus after the VGA (0x1) and packer's NIC (0x2), transitional as a device on a root bus is
+# (packer/windows-11/windows-11.pkr.hcl). Windows installed its boot driver for that device there.
+Q35_DISK_PCI_SLOT = 0x03
 HYPERV_ENLIGHTENMENTS = ("relaxed", "vapic", "spinlocks")
 # Only KVM implements these: under TCG QEMU refuses to start ("kernel doesn't allow setting HyperV VP_INDEX").
 KVM_HYPERV_ENLIGHTENMENTS = ("vpindex", "synic", "stimer")
@@ -99,7 +103,9 @@ class DomainSpec:
     serial_log: Path
     tag: EpisodeTag
     boot: DirectKernel | None = None
-    firmware: Uefi | None = None  # with it: q35, UEFI, the Windows devices (USB tablet, Hyper-V enlightenments)
+    # With it: q35, UEFI and the Windows devices (USB tablet, Hyper-V enlightenments), and the disk
+    # and CPU topology the Windows build had (the disk at Q35_DISK_PCI_SLOT, one socket).
+    firmware: Uefi | None = None
     forwards: tuple[PortForward, ...] = ()
     memory_mib: int = 1024
     vcpus: int = 1
@@ -141,11 +147,7 @@ def build_domain_xml(spec: DomainSpec) -> str:
         # Halves QEMU's RSS per VM under TCG (1.4 GB -> ~0.65 GB for a 1 GiB guest).
         tcg = ET.SubElement(features, "tcg")
         _text(tcg, "tb-cache", str(spec.tb_cache_mib), unit="MiB")
-    if spec.accel == "kvm":
-        ET.SubElement(dom, "cpu", {"mode": "host-passthrough"})
-    elif spec.firmware is not None:
-        # Windows 11 24H2 needs x86-64-v2 (POPCNT, SSE4.2): TCG's default qemu64 lacks it.
-        ET.SubElement(dom, "cpu", {"mode": "maximum", "check": "none"})
+    _cpu(dom, spec)
     clock = ET.SubElement(dom, "clock", {"offset": "utc"})
     if spec.firmware is not None:
         if spec.accel == "kvm":
@@ -211,13 +213,34 @@ def _os(os_el: ET.Element, spec: DomainSpec) -> None:
         ET.SubElement(os_el, "boot", {"dev": "hd"})
 
 
+def _cpu(dom: ET.Element, spec: DomainSpec) -> None:
+    if spec.accel == "kvm":
+        cpu = ET.SubElement(dom, "cpu", {"mode": "host-passthrough"})
+    elif spec.firmware is not None:
+        # Windows 11 24H2 needs x86-64-v2 (POPCNT, SSE4.2): TCG's default qemu64 lacks it.
+        cpu = ET.SubElement(dom, "cpu", {"mode": "maximum", "check": "none"})
+    else:
+        return
+    if spec.firmware is not None:
+        # The Windows build's topology (its -smp): one socket of VCPUS cores. libvirt's default is a
+        # socket per vCPU, and Windows client editions use one socket (Home) or two (Pro).
+        ET.SubElement(cpu, "topology", {"sockets": "1", "cores": str(spec.vcpus), "threads": "1"})
+
+
 def _devices(devices: ET.Element, spec: DomainSpec) -> None:
     _text(devices, "emulator", spec.emulator)
-    disk = ET.SubElement(devices, "disk", {"type": "file", "device": "disk"})
+    # Windows binds its boot driver to the disk device it was installed on. Left to libvirt, the disk
+    # would sit behind a pcie-root-port, modern-only (1af4:1042): a device every cold clone's first
+    # boot would meet as new. So it is the build's device at the build's address: transitional
+    # (1af4:1001) on the root bus at Q35_DISK_PCI_SLOT.
+    disk = ET.SubElement(devices, "disk", {"type": "file", "device": "disk",
+                                           **({"model": "virtio-transitional"} if spec.firmware else {})})
     # The overlay is thrown away after the episode: no reason to pay for flushes.
     ET.SubElement(disk, "driver", {"name": "qemu", "type": "qcow2", "cache": "unsafe", "discard": "unmap"})
     ET.SubElement(disk, "source", {"file": str(spec.disk)})
     ET.SubElement(disk, "target", {"dev": "vda", "bus": "virtio"})
+    if spec.firmware is not None:
+        ET.SubElement(disk, "address", _root_bus_address(Q35_DISK_PCI_SLOT))
     serial = ET.SubElement(devices, "serial", {"type": "file"})
     ET.SubElement(serial, "source", {"path": str(spec.serial_log)})
     ET.SubElement(serial, "target", {"port": "0"})
@@ -227,8 +250,7 @@ def _devices(devices: ET.Element, spec: DomainSpec) -> None:
         # into XML whose USB device has no address ("Target device address type none does not
         # match source usb"), and a fixed address keeps the device the same in every clone.
         controller = ET.SubElement(devices, "controller", {"type": "usb", "index": "0", "model": "qemu-xhci"})
-        ET.SubElement(controller, "address", {"type": "pci", "domain": "0x0000", "bus": "0x00",
-                                              "slot": f"{Q35_USB_PCI_SLOT:#04x}", "function": "0x0"})
+        ET.SubElement(controller, "address", _root_bus_address(Q35_USB_PCI_SLOT))
         tablet = ET.SubElement(devices, "input", {"type": "tablet", "bus": "usb"})
         ET.SubElement(tablet, "address", {"type": "usb", "bus": "0", "port": "1"})
     else:
@@ -247,6 +269,10 @@ def _devices(devices: ET.Element, spec: DomainSpec) -> None:
         channel = ET.SubElement(devices, "channel", {"type": "unix"})
         ET.SubElement(channel, "source", {"mode": "bind", **({"path": str(socket)} if len(str(socket)) < 100 else {})})
         ET.SubElement(channel, "target", {"type": "virtio", "name": "org.qemu.guest_agent.0"})
+
+
+def _root_bus_address(slot: int) -> dict[str, str]:
+    return {"type": "pci", "domain": "0x0000", "bus": "0x00", "slot": f"{slot:#04x}", "function": "0x0"}
 
 
 NETDEV_ID = "cunet"  # the user-mode network's id, which the monitor's hostfwd_add names

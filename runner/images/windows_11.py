@@ -61,7 +61,8 @@ OVMF_CANDIDATES = (("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VAR
 VIRTIO_DRIVERS = ("viostor", "vioscsi", "NetKVM", "vioinput", "Balloon")
 MIN_FREE_GIB = 40
 # Windows Setup loads and installs the drivers of a folder of this name at the root of any drive,
-# whatever letter the setup CD got: no DriverPaths to guess.
+# whatever letter the setup CD got; the answer file's DriverPaths name viostor in it on each letter
+# the CD can get as well, so Setup finds the disk whichever way it searches.
 DRIVERS_FOLDER = "$WinPEDriver$"
 USER = "cu"  # the desktop user: autologon, and a standard user once built
 VERIFIER_USER = "cu-verify"  # the administrator setup, listings and verifiers run as

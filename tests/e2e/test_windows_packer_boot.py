@@ -6,7 +6,11 @@ CD or DVD": it waits for a key, and turns its screen green once one arrives. The
 - QEMU's arguments: the build VM's network is QEMU user mode with restrict=on and only the
   WinRM forward on 127.0.0.1, and packer still gives it its NIC;
 - the setup CD's layout: the answer file and enable-winrm.ps1 at its root, the drivers in
-  $WinPEDriver$ (Joliet keeps the name);
+  $WinPEDriver$ (Joliet keeps the name), and each of the answer file's DriverPaths there but for
+  its drive letter;
+- the boot disk and CPUs: packer's own command line, run again paused and asked over QMP, makes
+  the disk device (type, bus, slot, PCI ids) and CPU topology that libvirt makes of the episode
+  domain cu-run builds for the image (domxml-to-native), and -smp says the same on both;
 - OVMF's boot order and the boot keys: the CD booted, and packer's keys reached it (green);
 - the configured WinRM wait: packer gives up after it and says what it waited for, leaving
   no QEMU behind;
@@ -23,10 +27,13 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
+import xml.etree.ElementTree as ET
+from pathlib import Path, PureWindowsPath
 
 import pytest
 
+from domain_specs import episode_disk_and_cpu_args, native_args, option, qemu_machine, smp, windows_episode_xml
+from runner.hypervisor.domain_xml import Q35_DISK_PCI_SLOT
 from runner.images.windows_11 import DRIVERS_FOLDER, TEMPLATE_DIR, WindowsInputs, packer_argv, packer_vars, \
     write_autounattend
 from runner.display.vnc import VncDisplay
@@ -50,6 +57,8 @@ echo "keys arrived"
 sleep 3600
 """
 GREEN = "#00a000"
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+U = "{urn:schemas-microsoft-com:unattend}"
 
 
 def stand_in_windows_iso(folder: Path) -> Path:
@@ -72,7 +81,32 @@ def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: f
     raise AssertionError(f"no {pattern!r} in packer's log within {timeout:.0f} s")
 
 
-def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_path):
+def driver_paths_on_the_cd(answer_file: Path) -> list[str]:
+    """The answer file's DriverPaths as paths on the CD, as xorriso lists them."""
+    items = ET.parse(answer_file).getroot().iter(f"{U}PathAndCredentials")
+    paths = [PureWindowsPath(item.findtext(f"{U}Path") or "") for item in items]
+    assert paths
+    return [f"'/{p.relative_to(p.anchor).as_posix()}'" for p in paths]
+
+
+def rerun_paused(args: list[str], disk: Path, tmp_path: Path) -> list[str]:
+    """Packer's QEMU command line, to run again once packer is done: no display, an empty disk in
+    place of packer's (it removes its output when a build fails) and stand-ins for the CDs (it
+    removes the one it made)."""
+    out, skip = [], False
+    for i, word in enumerate(args):
+        if skip or word == "-vnc":
+            skip = not skip
+            continue
+        if i and args[i - 1] == "-drive":
+            stand_in = tmp_path / f"cd{i}.iso"
+            stand_in.write_bytes(b"\0" * 2048)
+            word = re.sub(r"^file=[^,]*", f"file={stand_in if 'media=cdrom' in word else disk}", word)
+        out.append(word)
+    return out
+
+
+def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_path, settings):
     iso = stand_in_windows_iso(tmp_path)
     work = tmp_path / "work"
     (work / DRIVERS_FOLDER / "viostor").mkdir(parents=True)
@@ -82,7 +116,7 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
     installer = tmp_path / "python-3.13.1-amd64.exe"
     installer.write_bytes(b"stand-in")
     inputs = WindowsInputs(iso=iso, virtio_iso=iso, python_installer=installer, accel="tcg", winrm_timeout="1m",
-                           memory_mib=512, cpus=1, disk_size="1G")
+                           memory_mib=512, cpus=2, disk_size="1G")
     winrm_port = free_port()
     variables = packer_vars(inputs, work, "/usr/share/OVMF/OVMF_CODE_4M.fd", "pw",
                             hashlib.sha256(iso.read_bytes()).hexdigest(), "vpw", winrm_port)
@@ -107,6 +141,8 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
         assert cds[0] == str(iso) and ["-boot", "once=d"] == args[args.index("-boot"):args.index("-boot") + 2]
         listed = subprocess.run(["xorriso", "-indev", cds[1], "-find", "/"], capture_output=True, text=True).stdout
         for path in ("'/autounattend.xml'", "'/enable-winrm.ps1'", f"'/{DRIVERS_FOLDER}/viostor/viostor.inf'"):
+            assert path in listed, listed
+        for path in driver_paths_on_the_cd(work / "autounattend.xml"):
             assert path in listed, listed
 
         vnc = wait_for_line(log, r"vnc://127\.0\.0\.1:(\d+)", packer, 30)
@@ -141,6 +177,25 @@ def test_packer_boots_the_template_from_a_stand_in_iso_and_its_keys_arrive(tmp_p
         assert "Waiting for WinRM, up to timeout: 1m0s" in text and "Timeout waiting for WinRM." in text
         assert not (work / "output" / "disk.qcow2").exists()
         assert subprocess.run(["pgrep", "-f", f"file={iso},media=cdrom"], capture_output=True).returncode == 1
+
+        # The boot disk and CPUs, packer's against an episode's of the image this build would make.
+        (drive,) = [d for d in option(args, "-drive") if "media=cdrom" not in d]
+        assert "if=virtio" in drive.split(","), drive
+        scratch = tmp_path / "rerun.qcow2"
+        subprocess.run(["qemu-img", "create", "-f", "qcow2", str(scratch), "1G"], check=True, capture_output=True)
+        built = qemu_machine(rerun_paused(args, scratch, tmp_path), scratch)
+        domain_xml, overlay = windows_episode_xml(tmp_path / "episode", OVMF_CODE, inputs.cpus, inputs.memory_mib,
+                                                  settings.libvirt_uri)
+        native = native_args(settings.libvirt_uri, domain_xml)
+        episode = qemu_machine(episode_disk_and_cpu_args(native), overlay)
+        assert smp(option(args, "-smp")[0]) == smp(option(native, "-smp")[0]) == \
+            {"cpus": 2, "sockets": 1, "cores": 2, "threads": 1}
+        assert built.cpus == episode.cpus
+        assert (built.disk.driver, built.disk.disable_legacy) == ("virtio-blk-pci", "off")
+        assert episode.disk.driver == "virtio-blk-pci-transitional"
+        assert built.disk.parent_bus == episode.disk.parent_bus == "/machine/q35/pcie.0"
+        assert built.disk.pci is not None and built.disk.pci == episode.disk.pci
+        assert (built.disk.pci["slot"], built.disk.pci["id"]["device"]) == (Q35_DISK_PCI_SLOT, 0x1001)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(packer.pid, signal.SIGKILL)  # packer, and its QEMU if an assertion came first
