@@ -3,8 +3,10 @@
 Upstream runs a task server in its VM that performs each config step (launch a program, open
 a file, press keys through pyautogui, download a file) as the desktop user. Here the same
 steps are lines of a setup.sh and a collect.sh, run through the admin channel, calling the
-helpers of STEPS_SH (shipped beside every imported task as steps.sh), which act as the
-desktop user on its display (`as_user`, runner.tasks.scripts).
+helpers of STEPS_SH (guest_agent/linux/benchmarks/osworld-steps.sh, shipped beside every
+imported task as steps.sh), which act as the desktop user on its display (`as_user`,
+runner.tasks.scripts). The per-task lines are made here from upstream's JSON: each a helper's
+name and its arguments, every value from upstream quoted by shlex.quote.
 
 The collector runs after the agent, with what the agent started killed (desktop_in_verify):
 first upstream's postconfig (its Ctrl+S makes the app write the file a getter reads), then
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.guest.programs import program_text, sh_program
 
 EXPORT_DIR = "/var/lib/cu-run/export"
 SCREEN = (1920, 1080)  # linux-desktop's, and OSWorld's
@@ -30,139 +33,10 @@ PLACEHOLDERS = {
     "{SCREEN_WIDTH_HALF}": str(SCREEN[0] // 2), "{SCREEN_HEIGHT_HALF}": str(SCREEN[1] // 2),
 }
 
-STEPS_SH = r"""# cu-run's helpers for OSWorld's steps (written by `cu-run tasks import`; sourced by setup.sh
-# and collect.sh, which run as root). Each acts as the desktop user, on its display.
-# The session's D-Bus too: gsettings writes through dconf on it, as upstream's steps run in the session.
-osw_user() {
-    as_user env DISPLAY=:0 XAUTHORITY="$USER_HOME/.Xauthority" \
-        DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$(id -u "$DESKTOP_USER")/bus" "$@"
-}
-osw_launch() { osw_user setsid -f "$@" >/dev/null 2>&1 </dev/null; }
-osw_launch_shell() { osw_user setsid -f sh -c "$1" >/dev/null 2>&1 </dev/null; }
-osw_execute() { osw_user "$@"; }
-osw_execute_shell() { osw_user sh -c "$1"; }
-# Upstream's `echo {CLIENT_PASSWORD} | sudo -S CMD`: setup and the collector run as root already,
-# so the command runs as root, in the user's home, on the user's display.
-osw_root_shell() { env HOME="$USER_HOME" DISPLAY=:0 XAUTHORITY="$USER_HOME/.Xauthority" sh -c "$1"; }
-osw_sleep() { sleep "$1"; }
-
-osw_windows() { osw_user wmctrl -lx 2>/dev/null; }
-osw_wait_window() {  # TEXT SECONDS: a window whose title (or class) holds TEXT is up
-    _deadline=$(($(date +%s) + $2))
-    until osw_windows | grep -iqF -- "$1"; do
-        [ "$(date +%s)" -lt "$_deadline" ] || { echo "no window like '$1' after $2 s" >&2; return 1; }
-        sleep 0.5
-    done
-}
-osw_open() {  # PATH: opened by its desktop default app; waits for a window with its name
-    [ -e "$1" ] || { echo "cannot open $1: no such file" >&2; return 1; }
-    osw_launch xdg-open "$1"
-    _name=$(basename "$1"); osw_wait_window "${_name%.*}" 180  # GIMP's title drops the extension
-}
-osw_activate_window() {  # NAME STRICT BY_CLASS
-    osw_wait_window "$1" 30 || return 1
-    if [ "$3" = true ]; then osw_user wmctrl -x -a "$1"
-    elif [ "$2" = true ]; then osw_user wmctrl -F -a "$1"
-    else osw_user wmctrl -a "$1"; fi
-}
-osw_close_window() {  # NAME STRICT BY_CLASS
-    if [ "$3" = true ]; then osw_user wmctrl -x -c "$1"
-    elif [ "$2" = true ]; then osw_user wmctrl -F -c "$1"
-    else osw_user wmctrl -c "$1"; fi
-}
-osw_download() {  # URL DEST: the asset the runner staged for URL, put at DEST as the user's
-    _sha=$(awk -v url="$1" '$2 == url { print $1; exit }' "$TASK_DIR/assets/index" 2>/dev/null)
-    [ -n "$_sha" ] && [ -f "$TASK_DIR/assets/$_sha" ] || { echo "no asset was staged for $1" >&2; return 1; }
-    mkdir -p "$(dirname "$2")"
-    cp "$TASK_DIR/assets/$_sha" "$2" && chown "$DESKTOP_USER:" "$2"
-}
-osw_quit_chrome() {  # upstream's `pkill chrome`: Chrome here is Chromium, whose processes are
-    # named chromium. TERM makes it write its profile; waiting for it to end (30 s at most) lets
-    # the next launch find the profile written and unlocked, where upstream's sleep guesses.
-    pkill -x chromium || return 0
-    _deadline=$(($(date +%s) + 30))
-    while pgrep -x chromium >/dev/null; do
-        [ "$(date +%s)" -lt "$_deadline" ] || { pkill -KILL -x chromium; break; }
-        sleep 0.3
-    done
-}
-osw_chrome_open_tabs() {  # URL...: as upstream does, each in a new tab of the Chrome it debugs,
-    # waiting for each page to load (upstream: Playwright's goto), the last one in front. Chrome
-    # is started first if it is not running (a launch step may have started it: its DevTools port
-    # then comes up in its own time). Under TCG Chromium's network service
-    # can die while it starts and lose a navigation: a tab that has not loaded in a minute is
-    # opened again (three tries); one that never loads is said, and setup goes on, as upstream's.
-    pgrep -x chromium >/dev/null || osw_launch google-chrome --remote-debugging-port=1337
-    python3 - "$@" <<'PY'
-import json, sys, time, urllib.request
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # local: never through a proxy
-def call(path, method="GET"):
-    with opener.open(urllib.request.Request("http://127.0.0.1:1337" + path, method=method), timeout=10) as reply:
-        return reply.read()
-deadline = time.monotonic() + 180
-while True:
-    try:
-        call("/json/version")
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            sys.exit("Chrome's DevTools did not answer on port 1337 in 180 s")
-        time.sleep(0.5)
-last = None
-for url in sys.argv[1:]:
-    for _try in range(3):
-        tab = json.loads(call("/json/new?" + url, "PUT"))["id"]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            titles = {t["id"]: t.get("title") for t in json.loads(call("/json/list"))}
-            if tab not in titles or titles[tab]:
-                break
-            time.sleep(0.5)
-        if titles.get(tab):
-            last = tab
-            break
-        try:
-            call("/json/close/" + tab)
-        except OSError:
-            pass
-    else:
-        print(f"{url}: no page after 3 tries", file=sys.stderr)
-if last is not None:
-    call("/json/activate/" + last)
-PY
-}
-
-# -- the collector's side: what a getter gathers goes under $EXPORT/SLOT
-osw_export_begin() {
-    EXPORT=__EXPORT_DIR__
-    rm -rf "$EXPORT" && mkdir -p -m 0700 "$EXPORT"
-}
-osw_collect_file() {  # SLOT INDEX PATH: a copy of the user's file, if it is one
-    mkdir -p "$EXPORT/$1"
-    # Only a regular file reached through no link: a link could point the getter at a file of
-    # root's, a FIFO would hang the read. Read as the user, bounded in size and time.
-    if [ -f "$3" ] && [ "$(realpath -e -- "$3" 2>/dev/null)" = "$3" ]; then
-        osw_user cat -- "$3" | head -c __MAX_FILE_PLUS_ONE__ > "$EXPORT/$1/$2"
-        if [ "$(stat -c %s "$EXPORT/$1/$2")" -gt __MAX_FILE__ ]; then
-            rm -f "$EXPORT/$1/$2"; : > "$EXPORT/$1/$2.too-large"
-        fi
-    else
-        : > "$EXPORT/$1/$2.missing"
-    fi
-}
-osw_collect_home() {  # SLOT RELATIVE: the user's ~/RELATIVE as SLOT/home/RELATIVE, for a getter
-    # of upstream's that reads it under $HOME (runner.benchmarks.score_entry runs it on the host)
-    osw_collect_file "$1/home/$(dirname -- "$2")" "$(basename -- "$2")" "$USER_HOME/$2"
-}
-osw_collect_command() {  # SLOT ARGV...: the command's output and errors, run as the user
-    _slot=$1; shift
-    mkdir -p "$EXPORT/$_slot"
-    osw_user "$@" 2>"$EXPORT/$_slot/stderr.full" | head -c __MAX_FILE__ > "$EXPORT/$_slot/stdout"
-    head -c __MAX_FILE__ "$EXPORT/$_slot/stderr.full" > "$EXPORT/$_slot/stderr"; rm -f "$EXPORT/$_slot/stderr.full"
-}
-osw_export_end() { tar -C "$EXPORT" -cf "$EXPORT.tar" . && rm -rf "$EXPORT" || exit 1; }
-""".replace("__EXPORT_DIR__", EXPORT_DIR).replace("__MAX_FILE_PLUS_ONE__", str(MAX_COLLECTED_FILE + 1)) \
-   .replace("__MAX_FILE__", str(MAX_COLLECTED_FILE))
+# The helpers setup.sh and collect.sh call (steps.sh beside each task): the file, its parameters
+# assigned in front, the program of osw_chrome_open_tabs among them.
+STEPS_SH = sh_program("linux/benchmarks/osworld-steps.sh", OSW_EXPORT_DIR=EXPORT_DIR, OSW_MAX_FILE=MAX_COLLECTED_FILE,
+                      OSW_OPEN_TABS_PY=program_text("linux/benchmarks/osworld_open_tabs.py"))
 
 
 @dataclass
@@ -244,7 +118,8 @@ def translate_steps(steps: list[dict[str, Any]], script: Script, step_lines: Ste
         kind, params = step.get("type"), step.get("parameters") or {}
         following = steps[number + 1] if number + 1 < len(steps) else {}
         if kind == "sleep" and following.get("type") == "activate_window":
-            script.lines.append(f"# upstream sleeps {params.get('seconds')} s here; the next step waits for its window")
+            seconds = " ".join(str(params.get("seconds")).split())  # upstream's value, on the comment's line alone
+            script.lines.append(f"# upstream sleeps {seconds} s here; the next step waits for its window")
             continue
         make = step_lines.get(str(kind))
         if make is None:

@@ -1,7 +1,9 @@
 """WindowsAgentArena's config steps and getters as PowerShell, for the windows profile.
 
 The same shape as runner.benchmarks.linux_steps: setup.ps1 and collect.ps1 run through the
-admin channel (WinRM) and call the helpers of STEPS_PS1 (steps.ps1 beside each task). A program
+admin channel (WinRM) and call the helpers of STEPS_PS1 (guest_agent/windows/benchmarks/
+waa-steps.ps1, shipped beside each task as steps.ps1, dot-sourced with its parameters by HEADER);
+each per-task line is a helper's name and its arguments, every value quoted by ps_quote. A program
 the desktop user must see is started in the user's interactive session by a one-shot scheduled
 task (the image's C:\\cu-run\\session\\start-in-session.ps1), which an execute step waits for, as
 upstream's does; windows are found through the guest agent, in that session; the collector
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.guest.powershell_quote import ps_quote
+from runner.guest.programs import program_text
 from runner.profiles.windows import START_IN_SESSION
 from runner.benchmarks.linux_steps import (MAX_COLLECTED_FILE, Collectors, Script, StepLines, fill, gather_getters,
                                           translate_steps)
@@ -24,109 +27,9 @@ EXPORT_DIR = "C:\\ProgramData\\cu-run\\export"
 UPSTREAM_HOME = "C:\\Users\\Docker"
 VLCRC = UPSTREAM_HOME + "\\AppData\\Roaming\\vlc\\vlcrc"
 
-STEPS_PS1 = r"""# cu-run's helpers for WindowsAgentArena's steps (written by `cu-run tasks import`; dot-sourced
-# by setup.ps1 and collect.ps1, which run as the admin).
-$ErrorActionPreference = 'Stop'
-function Waa-Path([string]$Path) {
-    if ($Path.StartsWith('__UPSTREAM_HOME__', [StringComparison]::OrdinalIgnoreCase)) {
-        return $env:USER_HOME + $Path.Substring('__UPSTREAM_HOME__'.Length)
-    }
-    # Upstream's server expands ~/ in a command's arguments to its user's home.
-    if ($Path.StartsWith('~/') -or $Path.StartsWith('~\')) { return $env:USER_HOME + '\' + $Path.Substring(2) }
-    return $Path
-}
-function Waa-AsUser([string]$File, [string[]]$Arguments, [switch]$Wait) {
-    # In the desktop user's interactive session (the image's start-in-session.ps1: a one-shot
-    # scheduled task): what it starts is on the user's screen, with the user's rights. It returns
-    # once the program has started (upstream's launch), or with -Wait once it has ended
-    # (upstream's execute, which waits for the command's output).
-    $mapped = @($Arguments | ForEach-Object { Waa-Path $_ })
-    & '__START_IN_SESSION__' -User $env:DESKTOP_USER -FilePath $File -ArgumentList $mapped -Wait:$Wait -TimeoutSeconds 300
-}
-function Waa-Launch([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) }
-function Waa-LaunchThroughCmd([string[]]$Command) { Waa-AsUser 'cmd.exe' (@('/c') + $Command) }
-function Waa-LaunchShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) }
-function Waa-Execute([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) -Wait }
-function Waa-ExecuteShell([string]$Command) { Waa-AsUser 'cmd.exe' @('/c', $Command) -Wait }
-function Waa-WindowTitles {
-    # Window titles as the desktop user's session sees them: from WinRM's session 0,
-    # Get-Process's MainWindowTitle is empty for every program on the user's screen.
-    $answer = & 'C:\cu-run\guest-agent\invoke.ps1' 'windows'
-    if ($LASTEXITCODE -ne 0) { throw "the guest agent could not list the windows (exit $LASTEXITCODE)" }
-    @(($answer | Out-String | ConvertFrom-Json).windows | ForEach-Object { $_.title })
-}
-function Waa-Sleep([double]$Seconds) { Start-Sleep -Milliseconds ([int]($Seconds * 1000)) }
-function Waa-WaitWindow([string]$Text, [int]$Seconds) {
-    $deadline = (Get-Date).AddSeconds($Seconds)
-    while (-not (Waa-WindowTitles | Where-Object { $_ -like "*$Text*" })) {
-        if ((Get-Date) -gt $deadline) { throw "no window like '$Text' after $Seconds s" }
-        Start-Sleep -Milliseconds 500
-    }
-}
-function Waa-Open([string]$Path) {
-    $Path = Waa-Path $Path
-    if (-not (Test-Path -LiteralPath $Path)) { throw "cannot open ${Path}: no such file" }
-    Waa-AsUser 'explorer.exe' @($Path)
-    Waa-WaitWindow ([IO.Path]::GetFileNameWithoutExtension($Path)) 180
-}
-function Waa-ActivateWindow([string]$Name) {
-    Waa-WaitWindow $Name 30
-    $quoted = $Name -replace "'", "''"
-    Waa-AsUser 'powershell.exe' @('-NoProfile', '-Command', "(New-Object -ComObject WScript.Shell).AppActivate('$quoted')")
-}
-function Waa-CloseWindow([string]$Name) {
-    # Closed from the user's session, where the windows are.
-    $quoted = $Name -replace "'", "''"
-    $close = "Get-Process | Where-Object { `$_.MainWindowTitle -like '*$quoted*' } | " +
-        "ForEach-Object { `$_.CloseMainWindow() | Out-Null }"
-    Waa-AsUser 'powershell.exe' @('-NoProfile', '-Command', $close) -Wait
-}
-function Waa-CreateFolder([string]$Path) {
-    New-Item -ItemType Directory -Force -Path (Waa-Path $Path) | Out-Null
-}
-function Waa-Download([string]$Url, [string]$Path) {
-    $Path = Waa-Path $Path
-    $index = Get-Content -LiteralPath (Join-Path $env:TASK_DIR 'assets\index')
-    $line = $index | Where-Object { $_.EndsWith(' ' + $Url) } | Select-Object -First 1
-    if (-not $line) { throw "asset for $Url was not staged" }
-    New-Item -ItemType Directory -Force -Path (Split-Path -Parent $Path) | Out-Null
-    Copy-Item -LiteralPath (Join-Path $env:TASK_DIR ('assets\' + $line.Substring(0, 64))) -Destination $Path -Force
-    icacls $Path /setowner $env:DESKTOP_USER | Out-Null
-}
-function Waa-ChromeOpenTabs([string[]]$Urls) { Waa-AsUser 'chrome.exe' (@('--remote-debugging-port=1337') + $Urls) }
-
-# -- the collector's side
-function Waa-ExportBegin {
-    $script:Export = '__EXPORT_DIR__'
-    Remove-Item -LiteralPath $script:Export -Recurse -Force -ErrorAction SilentlyContinue
-    New-Item -ItemType Directory -Force -Path $script:Export | Out-Null
-}
-function Waa-CollectFile([string]$Slot, [int]$Index, [string]$Path) {
-    $Path = Waa-Path $Path
-    $folder = Join-Path $script:Export $Slot
-    New-Item -ItemType Directory -Force -Path $folder | Out-Null
-    $item = Get-Item -LiteralPath $Path -Force -ErrorAction SilentlyContinue
-    # Only a plain file: a reparse point (a link) could aim the getter at a file of the admin's.
-    if ($item -and -not $item.PSIsContainer -and -not ($item.Attributes -band [IO.FileAttributes]::ReparsePoint)) {
-        if ($item.Length -gt __MAX_FILE__) { New-Item -ItemType File -Path (Join-Path $folder "$Index.too-large") | Out-Null }
-        else { Copy-Item -LiteralPath $Path -Destination (Join-Path $folder "$Index") }
-    } else {
-        New-Item -ItemType File -Path (Join-Path $folder "$Index.missing") | Out-Null
-    }
-}
-function Waa-CollectCommand([string]$Slot, [string]$Command) {
-    $folder = Join-Path $script:Export $Slot
-    New-Item -ItemType Directory -Force -Path $folder | Out-Null
-    $out = Join-Path $folder 'stdout'
-    $err = Join-Path $folder 'stderr'
-    Waa-AsUser 'cmd.exe' @('/c', "$Command > `"$out`" 2> `"$err`"") -Wait
-}
-function Waa-ExportEnd {
-    tar.exe -C $script:Export -cf "$($script:Export).tar" .
-    Remove-Item -LiteralPath $script:Export -Recurse -Force
-}
-""".replace("__EXPORT_DIR__", EXPORT_DIR).replace("__UPSTREAM_HOME__", UPSTREAM_HOME) \
-   .replace("__START_IN_SESSION__", START_IN_SESSION).replace("__MAX_FILE__", str(MAX_COLLECTED_FILE))
+# The helpers setup.ps1 and collect.ps1 call (steps.ps1 beside each task): the file as it is. Its
+# parameters are given where HEADER dot-sources it.
+STEPS_PS1 = program_text("windows/benchmarks/waa-steps.ps1")
 
 
 def ps(value: Any) -> str:
@@ -184,7 +87,9 @@ STEP_LINES: StepLines = {
 }
 
 
-HEADER = ". (Join-Path $env:TASK_DIR 'steps.ps1')"
+HEADER = (". (Join-Path $env:TASK_DIR 'steps.ps1')"
+          f" -WaaUpstreamHome {ps(UPSTREAM_HOME)} -WaaStartInSession {ps(START_IN_SESSION)}"
+          f" -WaaExportDir {ps(EXPORT_DIR)} -WaaMaxFile {int(MAX_COLLECTED_FILE)}")
 
 
 def setup_script(data: dict[str, Any]) -> Script:

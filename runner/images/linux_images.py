@@ -81,6 +81,7 @@ BUILT_IN = tuple(RECIPES)
 # customize.sh installs guest_agent/linux/cu_guest_agent.py here; it talks to the user's X
 # session and (through its session bus) to AT-SPI.
 GUEST_AGENT_DIR = DATA_ROOT / "guest_agent" / "linux"
+GUEST_AGENT_PROGRAM = "cu_guest_agent.py"
 GUEST_AGENT_COMMAND = "DISPLAY=:0 /usr/local/bin/cu-guest-agent"
 # Bumped when what a build writes around the recipe changes, so cached images are rebuilt:
 # 2 = the admin key, a 0700 keys folder and a 0600 manifest.
@@ -157,9 +158,13 @@ def recipe_hash(recipe: Path) -> str:
     spec = RECIPES.get(recipe.name)
     digest = hashlib.sha256(KERNEL_CMDLINE.encode() + repr(spec).encode() + GUEST_AGENT_COMMAND.encode()
                             + BUILD_LAYOUT.encode())
-    for folder in (recipe, recipe.parent / "common", GUEST_AGENT_DIR):
+    for folder in (recipe, recipe.parent / "common"):
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(folder.parent)).encode() + b"\0" + path.read_bytes())
+    # Of guest_agent/linux, only the program the build installs: the rest are guest programs the
+    # runner sends with each call (runner/guest/programs.py), which no image holds.
+    installed = GUEST_AGENT_DIR / GUEST_AGENT_PROGRAM
+    digest.update(str(installed.relative_to(GUEST_AGENT_DIR.parent)).encode() + b"\0" + installed.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -253,7 +258,7 @@ def _recipe_step(line: str) -> str | None:
 def _run_recipe(script: Path, work: Path, keys: Path, progress: Progress, password: str) -> None:
     log_path = work / "build.log"
     code, tail = run_logged(["sh", str(script), str(work), str(keys)], log_path, _recipe_step, progress,
-                            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / "cu_guest_agent.py"),
+                            env=dict(os.environ, CU_GUEST_AGENT=str(GUEST_AGENT_DIR / GUEST_AGENT_PROGRAM),
                                      CU_USER_PASSWORD=password, CU_PYTHON=sys.executable))
     if code != 0:
         kept = work.parent / f"{work.name}.failed.log"

@@ -288,6 +288,14 @@ def test_setup_starts_programs_in_the_desktop_users_session_and_verification_can
     assert "function Waa-Execute([string[]]$Command) { Waa-AsUser $Command[0] @($Command | Select-Object -Skip 1) -Wait }" \
         in STEPS_PS1
     assert "-Wait:$Wait" in STEPS_PS1 and "MainWindowTitle -like \"*$Text*\"" not in STEPS_PS1
+    # steps.ps1 is guest_agent/windows/benchmarks/waa-steps.ps1 as it is; setup.ps1 and collect.ps1
+    # dot-source it giving each parameter its param block declares, the session helper among them
+    from runner.benchmarks.windows_steps import HEADER
+    assert STEPS_PS1 == (PROJECT_ROOT / "guest_agent" / "windows" / "benchmarks" / "waa-steps.ps1").read_text()
+    declared = re.findall(r"\[\w+\]\$(\w+)", STEPS_PS1[STEPS_PS1.index("param("):STEPS_PS1.index("\n)\n")])
+    assert declared and re.findall(r" -(\w+) ", HEADER + " ") == declared
+    assert "-WaaStartInSession 'C:\\cu-run\\session\\start-in-session.ps1'" in HEADER
+    assert "& $WaaStartInSession -User $env:DESKTOP_USER" in STEPS_PS1
     helper = (TEMPLATE_DIR / "session" / "start-in-session.ps1").read_text()
     assert "New-ScheduledTaskPrincipal -UserId $User -LogonType Interactive -RunLevel Limited" in helper
     assert "& schtasks.exe /run /tn $name" in helper and "LastRunTime" in helper
