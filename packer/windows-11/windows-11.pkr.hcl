@@ -207,6 +207,7 @@ build {
       "${path.root}/scripts/quiet-desktop.ps1",
       "${path.root}/scripts/install-guest-agent.ps1",
       "${path.root}/scripts/install-session-tasks.ps1",
+      "${path.root}/scripts/check-machine-path.ps1",
     ]
   }
 

@@ -1,7 +1,7 @@
 """The windows profile: a Windows 11 desktop reached over WinRM, task scripts in PowerShell.
 
 The desktop user (autologon) is a standard user; the admin is the separate verifier
-account the image's provisioning made. Privileged scripts are staged in C:\\cu-task with
+account the image's provisioning made. Privileged scripts are staged in C:\\cu-run\\staging\\task with
 inheritance off, so only the staging account and SYSTEM can read them. Whole sessions
 cannot be frozen, so before verification the desktop user's processes started during the
 episode are stopped.
@@ -91,7 +91,9 @@ class WindowsProfile(GuestProfile):
     default_watch = (r"C:\evals", "~")
     default_ignore = (r"~\AppData\**", r"~\NTUSER.DAT*", r"~\ntuser.*", r"~\*.log*")
     windows_paths = True
-    admin_task_dir = "C:\\cu-task"
+    # Inside C:\cu-run\staging, which the image makes for administrators alone (install-guest-agent.ps1):
+    # the folder is made anew per script where the desktop user can have put nothing first.
+    admin_task_dir = "C:\\cu-run\\staging\\task"
     agent_task_dir = "C:\\cu-oracle"
     spares_earlier_processes = True
     # WinRM starts Automatic (Delayed Start) (setup/enable-winrm.ps1): the service control manager

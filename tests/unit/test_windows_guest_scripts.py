@@ -27,6 +27,7 @@ from runner.guest.base import ExecResult
 from runner.images.windows_11 import GUEST_AGENT, TEMPLATE_DIR
 from runner.profiles.base import GuestProfile
 from runner.profiles.windows import START_IN_SESSION, WindowsProfile
+from runner.tasks.syntax import script_errors
 from runner.vm.episode import SHELL_READY_TIMEOUT, EpisodeOptions, shell_wait_limit
 
 SCRIPTS = TEMPLATE_DIR / "scripts"
@@ -560,3 +561,65 @@ def test_cleanup_takes_dism_s_benign_codes_as_success_and_ends_with_its_own_code
     (body,) = [n for n in tree.root_node.children if n.type == "statement_list"]
     statements = [n for n in body.children if n.type != "comment"]
     assert _text(statements[-1]) == "exit 0"
+
+
+# -- folders only administrators may enter, made by the image so no episode makes them after the user
+
+def test_task_staging_and_the_collectors_folder_are_made_by_the_image_for_administrators_alone():
+    volume = build_volume()
+    for folder in (r"c:\cu-run\staging", r"c:\programdata\cu-run"):
+        assert folder in volume.items and volume.items[folder].folder, f"the image does not make {folder}"
+        assert volume.items[folder].protected, f"{folder} inherits from its parent"
+        assert volume.items[folder].owner == BA, f"{folder} is owned by {volume.items[folder].owner}"
+        assert volume.user_writes(folder) == set(), f"the desktop user may change {folder}"
+    # Each privileged script is staged in a folder made anew inside the image's staging folder.
+    assert WindowsProfile.admin_task_dir.lower().startswith("c:\\cu-run\\staging\\")
+
+
+# -- the machine PATH: nothing the verifier runs by name may come from a folder the user writes
+
+def test_python_goes_where_only_administrators_write():
+    arguments = (SCRIPTS / "install-python.ps1").read_text()
+    # C:\Python313 would inherit "Authenticated Users: Modify" from C:\, and the installer puts it
+    # first on the machine PATH; the default all-users folder is under Program Files.
+    assert "TargetDir" not in arguments and "InstallAllUsers=1" in arguments
+    assert "$env:ProgramFiles" in arguments
+
+
+def test_the_build_refuses_a_machine_path_folder_the_user_can_write():
+    order = [p.name for p in packer_provisioning_order()]
+    check = "check-machine-path.ps1"
+    assert check in order and order.index(check) > order.index("install-python.ps1")
+    assert order.index(check) > order.index("install-session-tasks.ps1")  # after every install of the first phase
+    text = (SCRIPTS / check).read_text()
+    assert script_errors(SCRIPTS / check) == []
+    for sid in ("S-1-5-32-545", "S-1-5-11", "S-1-1-0", "S-1-5-4"):  # Users, Authenticated Users, Everyone, Interactive
+        assert f"'{sid}'" in text
+    assert "$env:CU_USER" in text and "GetEnvironmentVariable('Path', 'Machine')" in text
+    assert "0x2 -bor 0x4" in text and "throw" in text  # WriteData, AppendData: a refusal, not a warning
+
+
+# -- WindowsAgentArena's collector: the evidence stays the administrators'
+
+WAA_STEPS = PROJECT_ROOT / "guest_agent" / "windows" / "benchmarks" / "waa-steps.ps1"
+
+
+def powershell_function(text: str, name: str) -> str:
+    """The body of function NAME in TEXT (up to the next top-level function)."""
+    start = text.index(f"function {name}")
+    following = text.find("\nfunction ", start + 1)
+    return text[start:following if following != -1 else len(text)]
+
+
+def test_the_collector_refuses_an_export_folder_the_image_did_not_make_for_administrators():
+    begin = powershell_function(WAA_STEPS.read_text(), "Waa-ExportBegin")
+    assert "AreAccessRulesProtected" in begin and "'S-1-5-32-544'" in begin and "throw" in begin
+    assert begin.index("throw") < begin.index("New-Item")  # checked before anything is made there
+
+
+def test_a_collected_command_writes_its_two_files_and_runs_no_autorun():
+    collect = powershell_function(WAA_STEPS.read_text(), "Waa-CollectCommand")
+    assert "@('/d', '/c'," in collect  # cmd's AutoRun, from the user's registry, is code of the agent's
+    grants = re.findall(r"icacls\.exe (\$\w+) /grant", collect)
+    assert grants == ["$file"] and "foreach ($file in $out, $err)" in collect  # the two files, nothing else
+    assert collect.index("icacls.exe") < collect.index("Waa-AsUser")

@@ -128,7 +128,7 @@ def test_transient_or_permanent(exc, transient):
 
 def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     """windows-core's find-and-fix verifier over WinRM, as the verifier account: files staged under
-    C:\\cu-task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
+    C:\\cu-run\\staging\\task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
     given, the scripts' working folder that home."""
     from runner.profiles.catalog import DesktopUser
     from runner.tasks.scripts import run_privileged
@@ -138,7 +138,7 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     seen = {}
 
     def guest(script):
-        if "icacls 'C:\\cu-task' /inheritance:r" in script:
+        if "icacls 'C:\\cu-run\\staging\\task' /inheritance:r" in script:
             seen["acl"] = script
         if "Set-Location -LiteralPath $env:USER_HOME" in script:
             seen["script"] = script
@@ -149,10 +149,11 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     server.handler = guest
     result = run_privileged(shell_for(server), task, "verify", DesktopUser("cu", "C:\\Users\\cu"), "verify")
     assert result.stdout == "PASS\r\n"
-    assert "$env:TASK_DIR = 'C:\\cu-task'" in seen["script"] and "$env:USER_HOME = 'C:\\Users\\cu'" in seen["script"]
+    assert "$env:TASK_DIR = 'C:\\cu-run\\staging\\task'" in seen["script"]
+    assert "$env:USER_HOME = 'C:\\Users\\cu'" in seen["script"]
     assert "$env:DESKTOP_USER_SID" in seen["script"] and "acl" in seen
     assert seen["script"].endswith(task.script("verify").read_text())
-    assert "C:\\cu-task\\config.ps1" in seen["staged"] and "C:\\cu-task\\verify.ps1" in seen["staged"]
+    assert "C:\\cu-run\\staging\\task\\config.ps1" in seen["staged"] and "C:\\cu-run\\staging\\task\\verify.ps1" in seen["staged"]
 
 
 def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goes(server):
@@ -173,7 +174,7 @@ def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goe
         if ".cu-verdict-" in script and "Test-Path" in script and "Write-Output 'fail'" in script:
             order.append("read")
             return Reply(b"fail\r\nthe decoy was changed\r\n")
-        if "Remove-Item -LiteralPath 'C:\\cu-task' -Recurse" in script and "function Verdict" not in script:
+        if "Remove-Item -LiteralPath 'C:\\cu-run\\staging\\task' -Recurse" in script and "function Verdict" not in script:
             order.append("remove")
         return Reply()
 
@@ -189,7 +190,7 @@ def test_the_powershell_verdict_helper_and_its_read_back_parse():
     from runner.tasks.syntax import powershell_errors
 
     profile = WindowsProfile()
-    record = "C:\\cu-task\\.cu-verdict-00"
+    record = "C:\\cu-run\\staging\\task\\.cu-verdict-00"
     for text in (profile.verdict_helper(record) + "Verdict fail 'x y'\r\n", profile.verdict_read_script(record),
                  profile.verdict_trailer(record, "cu-run-verdict-00")):
         assert powershell_errors(text.encode()) == [], text

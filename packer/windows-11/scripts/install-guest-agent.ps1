@@ -30,6 +30,18 @@ Invoke-Icacls 'C:\cu-run\*' /reset /T /C /Q
 # included) nor remove or rename this one, nor change its ACL (Administrators own it).
 Invoke-Icacls 'C:\cu-run\spool\guest-agent' /grant "$($env:CU_USER):(WD)" "$($env:CU_USER):(OI)(IO)M" /Q
 
+# Folders only administrators may enter, made here so that no episode makes one where the desktop
+# user could have put something first (a folder of its own, a junction):
+# - C:\cu-run\staging, where each privileged task script is staged (runner/profiles/windows.py);
+# - C:\ProgramData\cu-run, where WindowsAgentArena's collector gathers the evidence it scores.
+#   Users may create folders in C:\ProgramData, so one the user made first would be the user's.
+New-Item -ItemType Directory -Path 'C:\cu-run\staging' -Force | Out-Null
+New-Item -ItemType Directory -Path 'C:\ProgramData\cu-run' -Force | Out-Null
+Invoke-Icacls 'C:\cu-run\staging' /setowner '*S-1-5-32-544' /T /C /Q
+Invoke-Icacls 'C:\cu-run\staging' /inheritance:r /grant:r '*S-1-5-18:(OI)(CI)F' '*S-1-5-32-544:(OI)(CI)F' /Q
+Invoke-Icacls 'C:\ProgramData\cu-run' /setowner '*S-1-5-32-544' /T /C /Q
+Invoke-Icacls 'C:\ProgramData\cu-run' /inheritance:r /grant:r '*S-1-5-18:(OI)(CI)F' '*S-1-5-32-544:(OI)(CI)F' /Q
+
 $action = New-ScheduledTaskAction -Execute 'conhost.exe' `
     -Argument '--headless powershell.exe -NoProfile -ExecutionPolicy Bypass -File C:\cu-run\guest-agent\serve-once.ps1'
 $principal = New-ScheduledTaskPrincipal -UserId $env:CU_USER -LogonType Interactive -RunLevel Limited
