@@ -1,7 +1,7 @@
-"""The X sweep after the kill (runner/profiles/linux_x_sweep.py), against a real X server
-(Xvfb, which has the X-Resource extension as Xorg does), run as root as in the guest: a window
-whose client set RetainPermanent and exited outlives the client until the sweep frees it; live
-clients of kept processes, and other accounts' clients, are left alone."""
+"""The X sweep after the kill (guest_agent/linux/x_sweep.py, as the quarantine's x_sweep step runs
+it), against a real X server (Xvfb, which has the X-Resource extension as Xorg does), run as root
+as in the guest: a window whose client set RetainPermanent and exited outlives the client until
+the sweep frees it; live clients of kept processes, and other accounts' clients, are left alone."""
 
 import os
 import shutil
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.profiles.linux_x_sweep import x_sweep_script
+from runner.profiles import DesktopUser
+from runner.profiles.linux import quarantine_steps
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("Xvfb") is None,
                                 reason="runs Xvfb as root (scripts/setup-host.sh --test installs xvfb)")
@@ -51,6 +52,33 @@ x.XCloseDisplay(d)
 """
 
 
+def start_xvfb(auth: Path) -> tuple[str, subprocess.Popen]:
+    """Xvfb on the first display from :60 it can hold, and the display. Another test run may take
+    a display between the look and the start (two runs of this module at once did): a server whose
+    start fails, or whose display's lock names another process, was not ours, and the next is tried."""
+    for number in range(60, 200):
+        if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+            continue
+        # -noreset: as on a desktop, whose clients never all leave; else Xvfb resets when the last
+        # client goes, and that frees what was retained.
+        server = subprocess.Popen(["Xvfb", f":{number}", "-auth", str(auth), "-nolisten", "tcp", "-noreset"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lock, socket_path = Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")
+        deadline = time.monotonic() + 30
+        while server.poll() is None and not (socket_path.exists() and lock.exists()):
+            assert time.monotonic() < deadline, "Xvfb did not start"
+            time.sleep(0.05)
+        try:
+            holder = int(lock.read_text().strip()) if server.poll() is None else None
+        except (OSError, ValueError):
+            holder = None
+        if holder == server.pid:
+            return str(number), server
+        server.kill()
+        server.wait()
+    raise AssertionError("no free X display from :60 to :199")
+
+
 @pytest.fixture
 def xserver():
     """Xvfb on the first display from :60 that no other X server holds (its lock file, which the
@@ -64,16 +92,7 @@ def xserver():
                      for field in (b"", b"", b"MIT-MAGIC-COOKIE-1", COOKIE))
     auth.write_bytes(struct.pack(">H", 0xFFFF) + entry)  # FamilyWild, any display: as libXau reads it
     auth.chmod(0o644)
-    display = next(str(n) for n in range(60, 200)
-                   if not Path(f"/tmp/.X{n}-lock").exists() and not Path(f"/tmp/.X11-unix/X{n}").exists())
-    # -noreset: as on a desktop, whose clients never all leave; else Xvfb resets when the last
-    # client goes, and that frees what was retained.
-    server = subprocess.Popen(["Xvfb", f":{display}", "-auth", str(auth), "-nolisten", "tcp", "-noreset"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not (Path(f"/tmp/.X11-unix/X{display}").exists() and Path(f"/tmp/.X{display}-lock").exists()):
-        assert server.poll() is None and time.monotonic() < deadline, "Xvfb did not start"
-        time.sleep(0.05)
+    display, server = start_xvfb(auth)
     yield {**os.environ, "DISPLAY": f":{display}", "XAUTHORITY": str(auth), "X_NUMBER": display}
     server.terminate()  # SIGTERM: Xvfb removes its lock file and socket (a SIGKILL leaves them behind)
     server.wait(timeout=30)
@@ -94,9 +113,16 @@ def windows(env) -> str:
                           check=True).stdout
 
 
+def sweep_script(display: str, uid: int, keep: frozenset[str] | None) -> str:
+    """The quarantine's own x_sweep step, on DISPLAY (the guest's is :0) for the user UID: only dead
+    clients go when KEEP is None (as after the default quarantine), else also the unkept ones."""
+    return (quarantine_steps(DesktopUser("nobody", "/nonexistent"), keep) + f"X_DISPLAY={display}\nu={uid}\n"
+            + ("x_sweep dead\n" if keep is None else "x_sweep unkept\n"))
+
+
 def sweep(env, keep: frozenset[str] | None) -> subprocess.CompletedProcess:
-    script = f"u={NOBODY}\n" + x_sweep_script(env["X_NUMBER"], "$u", keep)
-    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    return subprocess.run(["sh", "-c", sweep_script(env["X_NUMBER"], NOBODY, keep)], capture_output=True, text=True,
+                          timeout=60)
 
 
 def start_of(pid: int) -> str:
@@ -140,6 +166,5 @@ def test_a_spoiled_cookie_fails_the_sweep(xserver):
 
 
 def test_no_x_server_is_nothing_to_sweep():
-    script = "u=1\n" + x_sweep_script("999", "$u", None)
-    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    done = subprocess.run(["sh", "-c", sweep_script("999", 1, None)], capture_output=True, text=True)
     assert done.returncode == 0 and "no X server on :999" in done.stdout
