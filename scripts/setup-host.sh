@@ -19,18 +19,20 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# chromium renders report.html in a test; packer, ovmf and xorriso check the Windows build;
+# packer, ovmf and xorriso check the Windows build;
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live);
 # bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md);
 # acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on;
 # faketime's libfaketime gives host-side scoring a task's frozen clock (docs/network.md);
 # p7zip-full's 7z reads a Windows ISO's UDF tree, where Microsoft keeps install.wim (docs/windows.md).
 packages="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
-gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client chromium packer ovmf xorriso ffmpeg novnc
+gcc python3-dev python3-venv mmdebstrap e2fsprogs openssh-client packer ovmf xorriso ffmpeg novnc
 bubblewrap grub-efi-amd64-bin mtools acl xvfb faketime p7zip-full"
 # The tests master a stand-in Windows ISO as Microsoft does (the files in UDF only, a real WIM) with
-# tools other than the 7-Zip that reads it: genisoimage and wimlib.
-case ",$extras," in *,test,*) packages="$packages genisoimage wimtools" ;; esac
+# tools other than the 7-Zip that reads it: genisoimage and wimlib. shellcheck reads every sh
+# program the runner sends to a guest, and the image's build scripts (tests/unit/test_guest_programs.py).
+# chromium renders report.html and Inspect's viewer in tests (cu-run itself needs no browser here).
+case ",$extras," in *,test,*) packages="$packages genisoimage wimtools shellcheck chromium" ;; esac
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup-host.sh: run as root (sudo $0): it installs packages and starts libvirtd" >&2
@@ -38,12 +40,19 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 missing=""
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in $packages; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    # Ubuntu calls Debian's chromium chromium-browser.
+    installed "$p" || { [ "$p" = chromium ] && installed chromium-browser; } || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
     echo "== installing:$missing"
     apt-get update -qq
+    case "$missing " in
+        *" chromium "*) apt-cache show chromium >/dev/null 2>&1 ||
+                            missing=$(printf '%s ' "$missing" | sed 's/ chromium / chromium-browser /') ;;
+    esac
+    # shellcheck disable=SC2086 # one word per package
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
@@ -72,6 +81,8 @@ start_daemon libvirtd /run/libvirt/libvirt-sock
 
 # One marker per set of extras: asking for more extras installs them; asking for fewer keeps what is there.
 marker=".venv/.installed${extras:+-$(echo "$extras" | tr ',' '-')}"
+# -nt is not POSIX, but dash and every sh Debian and Ubuntu ship have it.
+# shellcheck disable=SC3013
 if [ ! -x .venv/bin/cu-run ] || [ ! -f "$marker" ] || [ pyproject.toml -nt "$marker" ]; then
     echo "== virtualenv .venv${extras:+ (extras: $extras)}"
     python3 -m venv .venv
@@ -105,7 +116,7 @@ if [ "$extras" = "test,inspect,cluster,live" ]; then
         command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
         echo "== agent CLIs for the tests: $wanted"
         rm -rf "$clis" && mkdir -p "$clis"
-        # shellcheck disable=SC2086 - one word per package
+        # shellcheck disable=SC2086 # one word per package
         npm install --prefix "$clis" --ignore-scripts --no-audit --no-fund --loglevel=error $wanted >/dev/null
         echo "$wanted" > "$clis/.installed"
     fi
