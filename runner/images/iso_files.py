@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ TREES: tuple[Tree, ...] = ("udf", "iso")  # UDF first: on Microsoft's media the 
 TREE_NAMES = {"udf": "UDF", "iso": "ISO 9660"}
 SEVEN_ZIPS = ("7z", "7zz")  # p7zip-full's and 7zip's; 7za (p7zip's standalone) reads neither UDF nor ISO
 LIST_TIMEOUT_S = 120
+STREAM_TIMEOUT_S = 900  # a 6 GiB install.wim read to its end from a slow disk (~100 MB/s: a minute)
 MAX_LISTING_CHARS = 64 * 2**20  # a Windows ISO lists ~1,000 files in ~300 KB
 SKIP_CHUNK = 2**20
 INSTALL_HINT = "apt install p7zip-full (Debian and Ubuntu; or 7zip)"
@@ -87,10 +89,13 @@ def parse_listing(text: str) -> dict[str, int]:
 class ForwardReader:
     """A file of the ISO as 7-Zip streams it: read(offset, size) for offsets that only go forward."""
 
-    def __init__(self, stream: IO[bytes], where: str) -> None:
+    def __init__(self, stream: IO[bytes], where: str, timed_out: threading.Event | None = None) -> None:
+        """TIMED_OUT: set when the stream was cut off for taking too long, so a short read says
+        that rather than that the file is short."""
         self._stream = stream
         self._where = where
         self._position = 0
+        self._timed_out = timed_out or threading.Event()
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < self._position:
@@ -98,28 +103,46 @@ class ForwardReader:
         while self._position < offset:
             skipped = len(self._stream.read(min(SKIP_CHUNK, offset - self._position)))
             if skipped == 0:
+                self._check_time()
                 return b""  # the file ends before OFFSET: the caller sees a short read
             self._position += skipped
         out = bytearray()
         while len(out) < size:
-            chunk = self._stream.read(size - len(out))
+            chunk = self._stream.read(min(SKIP_CHUNK, size - len(out)))
             if not chunk:
+                self._check_time()
                 break
             out += chunk
         self._position += len(out)
         return bytes(out)
 
+    def _check_time(self) -> None:
+        if self._timed_out.is_set():
+            raise UsageError(f"{self._where}: 7-Zip had not streamed it {self._position} bytes in after "
+                             f"{STREAM_TIMEOUT_S} s; is the disk it is on this slow?")
+
 
 @contextmanager
-def open_file(seven_zip: str, iso: Path, tree: Tree, stored_path: str) -> Iterator[ForwardReader]:
+def open_file(seven_zip: str, iso: Path, tree: Tree, stored_path: str,
+              timeout: float = STREAM_TIMEOUT_S) -> Iterator[ForwardReader]:
     """STORED_PATH (as list_tree gave it) of ISO's TREE, streamed; 7-Zip is stopped on leaving.
     -spd: the path is a name, never a wildcard that could match some other file."""
     proc = subprocess.Popen([seven_zip, "x", "-so", "-spd", f"-t{tree}", "--", str(iso), stored_path],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
+    timed_out = threading.Event()
+
+    def cut_off() -> None:
+        timed_out.set()
+        proc.kill()
+
+    watchdog = threading.Timer(timeout, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        yield ForwardReader(proc.stdout, f"{iso.name}:{stored_path}")
+        yield ForwardReader(proc.stdout, f"{iso.name}:{stored_path}", timed_out)
     finally:
+        watchdog.cancel()
         proc.kill()
         proc.stdout.close()
         proc.wait()

@@ -155,3 +155,15 @@ def test_doctors_fix_for_an_unreadable_iso_does_not_send_the_lab_elsewhere(tmp_p
     iso = microsoft_layout_iso(tmp_path, RETAIL, with_install_image=False)
     check = next(c for c in windows_checks(iso, None) if c.name == "windows: ISO editions")
     assert check.status == "fail" and "as downloaded from Microsoft" in check.fix
+
+
+def test_a_stream_that_takes_too_long_is_cut_off_and_says_so(retail_iso, tmp_path):
+    from runner.images.iso_files import open_file
+
+    # A fake 7-Zip whose stream never ends (yes(1), whatever it is asked), so only the watchdog ends it.
+    fake = tmp_path / "fake-7z-endless"
+    fake.write_text("#!/bin/sh\nexec yes\n")
+    fake.chmod(0o755)
+    with pytest.raises(UsageError, match="7-Zip had not streamed it"):
+        with open_file(str(fake), retail_iso, "udf", "sources/install.wim", timeout=0.5) as reader:
+            reader.read(2**34, 16)  # past all the stream gives before it is cut off
