@@ -26,8 +26,8 @@ from common import emit, summarize  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.guest.qga import QemuAgentShell  # noqa: E402
 from runner.hypervisor.qcow2_reader import DiskImage  # noqa: E402
-from runner.profiles import get_profile, linux  # noqa: E402
-from runner.profiles.linux_x_sweep import x_sweep_script  # noqa: E402
+from runner.profiles import get_profile  # noqa: E402
+from runner.profiles.linux import quarantine_steps  # noqa: E402
 from runner.scoring.disk_listing import list_disk  # noqa: E402
 from runner.scoring.ext4_reader import Ext4  # noqa: E402
 from runner.scoring.quarantine import user_processes  # noqa: E402
@@ -41,10 +41,11 @@ def variants(vm) -> dict[str, Callable[[], object]]:
     listing = profile.list_script(watch)
     keep = user_processes(vm.admin_shell, user, profile)
     quarantine = profile.quarantine_script(user, keep)
-    without = (quarantine.replace(linux._STOP_STARTERS, "starters=' '; bus=0\n")
-               .replace(linux._hide_bus_services(user), "hidden=\n").replace(linux._reload_bus(user), "")
-               .replace(x_sweep_script(linux.X_DISPLAY, "$u", keep), ""))
-    scripts = {"listing_round_two": listing.replace("attributes(path)))", '"-"))'),
+    # Round two's quarantine: round three's steps, with the ones round three added made no-ops.
+    without = quarantine_steps(user, keep) + ("stop_starters() { starters=' '; bus=0; }\n"
+                                              "hide_bus_services() { hidden=; }\nreload_bus() { :; }\n"
+                                              "x_sweep() { :; }\nkill_new\n")
+    scripts = {"listing_round_two": listing.replace("{attributes(path)}", "-"),
                "listing_round_three": listing,
                "quarantine_round_two": without,
                "quarantine_round_three": quarantine}

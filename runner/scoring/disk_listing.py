@@ -1,5 +1,5 @@
 """The write-set listing read from the guest's disk on the host, with no guest code running:
-the same Listing the guest's lister prints (runner/profiles/linux.py, _LINUX_LISTER), field for
+the same Listing the guest's lister prints (guest_agent/linux/lister.py), field for
 field, so that a listing taken in the guest before the agent compares with this one after it.
 
 What differs from the lister, and why:

@@ -76,7 +76,9 @@ def test_the_linux_guest_start_script_is_sh_and_carries_the_certificate_never_th
                                                  DesktopUser("user", "/home/user"), 3128)
     checked = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    carried = b"".join(base64.b64decode(blob) for blob in re.findall(r"printf %s '([A-Za-z0-9+/=]{40,})'", script))
+    # What travels in base64: the parameters assigned in front of guest_agent/linux/network-start.sh.
+    carried = b"".join(base64.b64decode(blob) for blob in re.findall(r"^[A-Z_]+='?([A-Za-z0-9+/=]{40,})'?$", script,
+                                                                     flags=re.MULTILINE))
     assert b"BEGIN CERTIFICATE" in carried and b"PRIVATE KEY" not in carried and FORWARDER.read_bytes() in carried
     assert b"PRIVATE KEY" in (tmp_path / "ca" / "mitmproxy-ca.pem").read_bytes()
     assert oct((tmp_path / "ca").stat().st_mode & 0o777) == "0o700"

@@ -1,6 +1,7 @@
 """A non-editable install works: `pip install .` into a clean venv gives a cu-run that finds the
 built-in suites, the image recipe, the Packer template and the guest agent inside the package."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -53,11 +54,21 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
          # The Windows walks are guest programs the runner reads from its package as it sends them.
          "from runner.profiles import DesktopUser, get_profile; from runner.profiles.listing import Watch;"
          "w = get_profile('windows'); print('$prune.Contains' in w.list_script(Watch(('C:/evals',))),"
-         "'icacls' in w.hand_home_script(DesktopUser('cu', 'C:/Users/cu')))"],
+         "'icacls' in w.hand_home_script(DesktopUser('cu', 'C:/Users/cu')));"
+         # So are the Linux ones: the quarantine (with the X sweep's Python), the lister, the prelude.
+         "l, u = get_profile('linux'), DesktopUser('cu', '/home/cu');"
+         "print('kill_outside' in l.quarantine_script(u, frozenset()), 'X-Resource' in l.quarantine_script(u, frozenset()),"
+         "'def wild' in l.list_script(Watch(('/home/cu',))), 'as_user()' in l.privileged_prelude('/run/t', u, 'verify'));"
+         "import json; print(json.dumps(sorted(p.relative_to(DATA_ROOT).as_posix()"
+         " for p in (DATA_ROOT / 'guest_agent').rglob('*') if p.is_file() and '__pycache__' not in p.parts)))"],
         capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    data_root, digest, found, programs = where.stdout.splitlines()
+    data_root, digest, found, programs, linux_programs, shipped = where.stdout.splitlines()
     assert Path(data_root).is_relative_to(venv) and found == "True True True True", where.stdout + where.stderr
     assert programs == "True True", where.stdout + where.stderr
+    assert linux_programs == "True True True True", where.stdout + where.stderr
+    # Every guest program of the checkout is in the package: the runner reads them there as it sends them.
+    assert json.loads(shipped) == sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "guest_agent").rglob("*")
+                                         if p.is_file() and "__pycache__" not in p.parts)
     # The installed recipe is the checkout's, file for file: an image built from either is the same.
     from runner.config import recipe_dir
     from runner.images.linux_images import recipe_hash

@@ -12,6 +12,7 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.profiles import DesktopUser, get_profile
+from runner.profiles.linux import quarantine_steps
 from runner.scoring.quarantine import quarantine, user_processes
 from runner.profiles.listing import Watch
 from runner.tasks.syntax import powershell_errors
@@ -122,13 +123,11 @@ def test_a_kept_shell_on_a_terminal_is_killed_and_a_kept_process_the_agent_stopp
 
 
 def test_the_desktop_users_id_comes_from_passwd_without_a_program():
-    from runner.profiles.linux import _user_id
-
-    found = subprocess.run(["sh", "-c", _user_id(DesktopUser("nobody", "/nonexistent")) + 'echo "$u"'],
+    found = subprocess.run(["sh", "-c", quarantine_steps(USER, None) + 'desktop_uid\necho "$u"\n'],
                            capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout.strip() == str(pwd.getpwnam("nobody").pw_uid)
-    missing = subprocess.run(["sh", "-c", _user_id(DesktopUser("no-such-user-x", "/x")) + "echo reached"],
-                             capture_output=True, text=True)
+    missing = subprocess.run(["sh", "-c", quarantine_steps(DesktopUser("no-such-user-x", "/x"), None)
+                              + "desktop_uid\necho reached\n"], capture_output=True, text=True)
     assert missing.returncode == 3 and "reached" not in missing.stdout and "not in /etc/passwd" in missing.stderr
 
 
@@ -218,8 +217,7 @@ def test_the_users_own_session_bus_services_are_hidden_from_the_bus(nobody_proce
 
 
 def test_nothing_is_hidden_where_the_user_made_no_bus_services(tmp_path):
-    from runner.profiles.linux import _hide_bus_services
-
-    script = "u=99999\n" + _hide_bus_services(DesktopUser("nobody", str(tmp_path))) + 'echo "[$hidden]"\n'
+    script = (quarantine_steps(DesktopUser("nobody", str(tmp_path)), frozenset())
+              + 'u=99999\nhide_bus_services\necho "[$hidden]"\n')
     found = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout == "[]\n"

@@ -1,52 +1,56 @@
+# cu-run: runs as root
 """After the kill: the X server forgets what dead clients left behind.
 
-A client that sets its close-down mode to RetainPermanent (or RetainTemporary) and exits
-leaves its windows on the screen, with the properties it gave them: a window classed and
-titled as the app the verifier looks for outlives the agent's process, and no kill reaches
-it. The X server knows each client's process (the X-Resource extension's LocalClientPID,
-taken from the socket's peer credentials, not from anything the client says), and keeps a
-retained client's entry, its PID included, until the client is killed. So, as root in the
-guest, once the agent's processes are gone:
+Run as root in the guest by the desktop_in_verify quarantine (guest_agent/linux/quarantine.sh,
+x_sweep), as `python3 -I -S -c TEXT DISPLAY UID KEEP MODE`: DISPLAY the display's number ("0"),
+UID the desktop user's, KEEP the kept processes (PID:START, space-separated), MODE "dead" (only
+clients whose processes are gone) or "unkept" (also the user's clients that are not kept). Exit
+codes: 0 swept (or no X server on that display), 9 the sweep failed (it says why).
 
-- every client whose process is gone (no such PID, or a zombie) is killed (KillClient),
-  which frees all its resources;
-- under ``desktop_in_verify``, so is a client of the desktop user's process that is not kept
-  (what ran before the agent, by PID and start time);
+A client that sets its close-down mode to RetainPermanent (or RetainTemporary) and exits leaves
+its windows on the screen, with the properties it gave them: a window classed and titled as the
+app the verifier looks for outlives the agent's process, and no kill reaches it. The X server
+knows each client's process (the X-Resource extension's LocalClientPID, taken from the socket's
+peer credentials, not from anything the client says), and keeps a retained client's entry, its
+PID included, until the client is killed. So, once the agent's processes are gone:
+
+- every client whose process is gone (no such PID, or a zombie) is killed (KillClient), which
+  frees all its resources;
+- under desktop_in_verify, so is a client of the desktop user's process that is not kept (what
+  ran before the agent, by PID and start time);
 - clients the server cannot tie to a process, other than the server's own, likewise.
 
 Clients of other accounts' processes (root's) are left alone.
 
-The sweep is a few lines of X11 protocol over the display's Unix socket, in the guest's
-python3 with no X library: linux-test has none for Python, and libX11 cannot send another
-extension's requests. It authenticates with the cookie of the server's own ``-auth`` file,
-named on the X server's command line (the PID in the server's lock file, both root's, out of
-the agent's reach); a cookie the agent spoiled fails the sweep, and with it the quarantine,
-which counts against the agent.
+The sweep is a few lines of X11 protocol over the display's Unix socket, in the guest's python3
+with no X library: linux-test has none for Python, and libX11 cannot send another extension's
+requests. It authenticates with the cookie of the server's own -auth file, named on the X
+server's command line (the PID in the server's lock file, both root's, out of the agent's reach);
+a cookie the agent spoiled fails the sweep, and with it the quarantine, which counts against the
+agent. The default quarantine has no sweep: the X server, started from the user's session, is
+frozen with the user's slice, so no verifier can ask it anything.
 """
+import os
+import socket
+import struct
+import sys
 
-from __future__ import annotations
-
-import shlex
-
-# Exit codes: 0 swept (or no X server on that display), 9 the sweep failed (it says why).
-X_SWEEP = r"""
-import os, socket, struct, sys
 display, uid, keep = sys.argv[1], int(sys.argv[2]), set(sys.argv[3].split())
 only_dead = sys.argv[4] == "dead"
 
 def fail(why):
-    sys.stderr.write("the X sweep failed: %s\n" % why)
+    sys.stderr.write(f"the X sweep failed: {why}\n")
     sys.exit(9)
 
 path = "/tmp/.X11-unix/X" + display
 if not os.path.exists(path):
-    print("no X server on :%s" % display)
+    print(f"no X server on :{display}")
     sys.exit(0)
 
 def owner_of(pid, effective=False):
     # The real uid (whose process it is), or the effective one (whose rights it has).
     try:
-        with open("/proc/%s/status" % pid) as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("Uid:"):
                     return int(line.split()[2 if effective else 1])
@@ -56,20 +60,22 @@ def owner_of(pid, effective=False):
 def auth_file():
     # The -auth file on the X server's own command line. The server is the PID in its lock file,
     # which it made as root: the agent can change neither.
-    lock = "/tmp/.X%s-lock" % display
+    lock = f"/tmp/.X{display}-lock"
     try:
+        # cu-run-lint: allow R3 -- the lock file in /tmp as the X server made it; the agent cannot
+        # replace root's file there (sticky), but may make a link where there is none (issue 53)
         if os.stat(lock).st_uid != 0:
-            fail("%s is not root's" % lock)
+            fail(f"{lock} is not root's")
         with open(lock) as f:
             pid = f.read(64).strip()
-        with open("/proc/%s/cmdline" % pid, "rb") as f:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
     except (OSError, ValueError) as exc:
-        fail("cannot find the X server of :%s: %s" % (display, exc))
+        fail(f"cannot find the X server of :{display}: {exc}")
     # Xorg.wrap is setuid root: the server has root's rights, but its real uid is the user's,
     # so the agent could have stopped it (a kill needs no more). Continued, it answers.
     if not pid.isdigit() or owner_of(pid, effective=True) != 0:
-        fail("the X server of :%s does not run with root's rights" % display)
+        fail(f"the X server of :{display} does not run with root's rights")
     os.kill(int(pid), 18)  # SIGCONT
     return argv[argv.index(b"-auth") + 1] if b"-auth" in argv[:-1] else None
 
@@ -78,7 +84,7 @@ def cookie(name):
         with open(name, "rb") as f:
             data = f.read(1 << 16)
     except OSError as exc:
-        fail("cannot read the server's auth file: %s" % exc.strerror)
+        fail(f"cannot read the server's auth file: {exc.strerror}")
     i = 0
     while i + 2 <= len(data):
         fields = []
@@ -103,7 +109,7 @@ x.settimeout(10)
 try:
     x.connect(path)
 except OSError as exc:
-    fail("cannot connect to :%s: %s" % (display, exc.strerror))
+    fail(f"cannot connect to :{display}: {exc.strerror}")
 
 def read(n):
     out = b""
@@ -118,7 +124,7 @@ x.sendall(struct.pack("<BxHHHHxx", 0x6C, 11, 0, len(name), len(data)) + pad(name
 head = read(8)
 rest = read(struct.unpack("<H", head[6:8])[0] * 4)
 if head[0] != 1:
-    fail("the X server refused the connection: %r" % rest[:head[1]].decode("latin-1"))
+    fail(f"the X server refused the connection: {rest[:head[1]].decode('latin-1')!r}")
 (own_base,) = struct.unpack("<I", rest[4:8])
 sequence = 0
 
@@ -130,7 +136,7 @@ def request(body):
     while True:
         packet = read(32)
         if packet[0] == 0 and packet[10] != 113:
-            fail("X error %d on request %d" % (packet[1], packet[10]))
+            fail(f"X error {packet[1]} on request {packet[10]}")
         # A KillClient's error: the client left between the query and the kill. Nothing to free.
         if packet[0] == 1:
             return packet + read(struct.unpack("<I", packet[4:8])[0] * 4)
@@ -169,7 +175,7 @@ for _ in range(count):
 
 def start_time(pid):
     try:
-        with open("/proc/%d/stat" % pid) as f:
+        with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None  # gone
@@ -182,7 +188,7 @@ for base in bases:
     pid = pids.get(base)
     started = start_time(pid) if pid else None
     if started is not None:
-        if owner_of(pid) != uid or only_dead or "%d:%s" % (pid, started) in keep:
+        if owner_of(pid) != uid or only_dead or f"{pid}:{started}" in keep:
             continue
     rid = resource_of.get(base)
     if rid is None:  # nothing left to free, and nothing to name it by
@@ -192,17 +198,4 @@ for base in bases:
     freed.append(base)
 request(struct.pack("<BxH", 43, 1))  # GetInputFocus: a round trip, so every kill above is done
 if freed:
-    print("freed the X resources of %d clients whose processes are gone or were the agent's" % len(freed))
-"""
-
-
-def x_sweep_script(display: str, uid_var: str, keep: frozenset[str] | None) -> str:
-    """The sweep, as a shell line of the quarantine: DISPLAY (the number, "0"), UID_VAR (a shell
-    expression for the desktop user's uid), KEEP (under desktop_in_verify: the kept processes;
-    None: only dead clients go). The default quarantine has no sweep: the X server, started
-    from the user's session, is frozen with the user's slice, so no verifier can ask it
-    anything."""
-    kept = " ".join(sorted(keep or ()))
-    mode = "dead" if keep is None else "unkept"
-    return (f"python3 -I -S -c {shlex.quote(X_SWEEP)} {shlex.quote(display)} \"{uid_var}\" "
-            f"{shlex.quote(kept)} {mode} || exit 9\n")
+    print(f"freed the X resources of {len(freed)} clients whose processes are gone or were the agent's")
