@@ -1,3 +1,4 @@
+# cu-run: runs as the desktop user
 <#
 .SYNOPSIS
   cu-run's guest agent for Windows: the desktop's windows and its UI Automation tree, as JSON.

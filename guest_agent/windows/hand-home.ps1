@@ -1,3 +1,4 @@
+# cu-run: runs as the verifier account
 <#
   After setup (runner.profiles.windows: hand_home_script): what setup made in the desktop
   user's home becomes the user's. As on Linux (root-owned files only), only items owned by the

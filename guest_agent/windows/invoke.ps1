@@ -1,3 +1,5 @@
+# cu-run: runs as the verifier account
+# (and as the desktop user, whose MCP tools call it on their own channel)
 <#
   What the runner calls over WinRM: cu-guest-agent's commands, answered from the
   autologon user's session. Files a request, starts the cu-guest-agent scheduled task

@@ -1,3 +1,4 @@
+# cu-run: runs as the verifier account
 <#
   The write-set listing (runner.profiles.windows: list_script, parse_listing). One line per item
   under the roots, tab-separated: kind (d or f), size, last write time in ticks, SHA-256 (empty

@@ -1,3 +1,4 @@
+# cu-run: runs as the desktop user
 <#
   Runs in the autologon user's session (the cu-guest-agent scheduled task): answers every
   pending request in C:\cu-run\spool\guest-agent with cu-guest-agent.ps1, writing .out, .err

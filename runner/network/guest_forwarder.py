@@ -1,3 +1,4 @@
+# cu-run: runs as root
 """The guest's end of the carriers (runner/network/carriers.py), run in a networked Linux episode
 as root by the runner, with the guest's own python3 (standard library only).
 
