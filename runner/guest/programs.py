@@ -9,7 +9,8 @@ the folder as runner/_data/guest_agent (pyproject.toml), found through runner.co
 A program's inputs are never formatted into its text. An sh program gets them as variables
 assigned in front of it, each value single-quoted by shlex; the file names each one it reads with
 `: "${NAME?}"`, so a program sent without one stops there, and shellcheck knows it is set. A Python
-program gets them as arguments after its text.
+program gets them as arguments after its text. A PowerShell program declares them in its param
+block and is sent as a script block called with them, each value a literal (ps_program).
 """
 
 from __future__ import annotations
@@ -57,3 +58,53 @@ def python_command(relative: str, *args: str | int | float, site: bool = True) -
     flags = "-I" if site else "-I -S"
     words = " ".join(shlex.quote(str(a)) for a in args)
     return f"python3 {flags} -c {shlex.quote(program_text(relative))}{' ' + words if words else ''}"
+
+
+PsValue = str | int | float | tuple[str, ...]
+
+
+def ps_program(relative: str, *, dot_sourced: bool = False, **arguments: PsValue) -> str:
+    """The PowerShell program guest_agent/RELATIVE as a script block, called with ARGUMENTS for
+    the parameters its param block declares. The program's text is the file's, unchanged; each
+    value is written by ps_value, so no value can be taken for code.
+
+    The block runs in a scope of its own (`&`): its variables end with it, while what is not
+    scoped (the environment, the working folder, the process's exit) outlasts it. DOT_SOURCED
+    runs it in the caller's scope (`.`) instead, for a program that defines functions for the
+    script after it: those functions, and its parameters, stay there."""
+    given = " ".join(f"-{key} {ps_value(value)}" for key, value in arguments.items())
+    call = "." if dot_sourced else "&"
+    return f"{call} {{\r\n{program_text(relative)}\r\n}} {given}\r\n"
+
+
+def ps_value(value: PsValue) -> str:
+    """VALUE as a PowerShell argument: a string as ps_literal writes it, a tuple of strings as an
+    array of them, a number as digits."""
+    if isinstance(value, str):
+        return ps_literal(value)
+    if isinstance(value, tuple):
+        return "@(" + ", ".join(ps_literal(v) for v in value) + ")"
+    return f"{value:g}" if isinstance(value, float) else str(int(value))
+
+
+def ps_literal(text: str) -> str:
+    """TEXT as a PowerShell expression whose value is exactly TEXT, written in printable ASCII:
+    only printable ASCII goes between quotes, ' doubled, and any other character is [char]0xNNNN,
+    one per UTF-16 unit (the units a .NET string holds). A program's arguments then hold no
+    typographic quote (see runner/guest/powershell_quote.py), line break or control character
+    for any reader of the script to take differently."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    parts: list[str] = []
+    quoted = ""
+    for i in range(0, len(units), 2):
+        unit = int.from_bytes(units[i:i + 2], "little")
+        if 0x20 <= unit < 0x7F:
+            quoted += "''" if unit == 0x27 else chr(unit)
+            continue
+        if quoted or not parts:
+            parts.append(f"'{quoted}'")
+            quoted = ""
+        parts.append(f"[char]0x{unit:04X}")
+    if quoted or not parts:
+        parts.append(f"'{quoted}'")
+    return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"

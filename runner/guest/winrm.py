@@ -3,8 +3,8 @@
 Every script travels as a file, whatever its length: a command line stops at ~8K
 characters, so the script (UTF-8 with a BOM, which Windows PowerShell 5.1 needs to read
 non-ASCII) is uploaded in base64 chunks, decoded in the guest and run with
-`powershell -File`. A prelude makes output UTF-8 and silences progress records; errors
-that arrive as CLIXML are decoded to their text. Every call has a wall-clock limit: the
+`powershell -File`. A prelude (guest_agent/windows/winrm-prelude.ps1) makes output UTF-8
+and silences progress records; errors that arrive as CLIXML are decoded to their text. Every call has a wall-clock limit: the
 Receive loop polls with a short WS-Man operation timeout and, past the deadline, signals
 the command to terminate and deletes the shell, which ends its processes in the guest.
 Only transient failures are retried, decided by is_transient_winrm_error.
@@ -35,12 +35,11 @@ from winrm.protocol import Protocol
 
 from runner.errors import CommandTimeout, GuestUnreachable
 from runner.guest.powershell_quote import ps_quote
+from runner.guest.programs import program_text
 from runner.guest.base import MAX_OUTPUT_BYTES, ExecResult, GuestShell, NotReady, output_too_large, poll_until_ready
 from typing_extensions import override
 
-PRELUDE = ("$ProgressPreference = 'SilentlyContinue'\r\n"
-           "[Console]::OutputEncoding = [System.Text.Encoding]::UTF8\r\n"
-           "$OutputEncoding = [System.Text.Encoding]::UTF8\r\n")
+PRELUDE = program_text("windows/winrm-prelude.ps1")  # before every script: UTF-8 out, no progress records
 CHUNK_CHARS = 2400  # base64 characters per upload command: ~6.5K once UTF-16 and base64 encoded again
 OPERATION_TIMEOUT_S = 5  # one Receive waits at most this long, so the wall clock is checked often
 TEMP_DIR = r"C:\Windows\Temp"

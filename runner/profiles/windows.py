@@ -5,6 +5,9 @@ account the image's provisioning made. Privileged scripts are staged in C:\\cu-r
 inheritance off, so only the staging account and SYSTEM can read them. Whole sessions
 cannot be frozen, so before verification the desktop user's processes started during the
 episode are stopped.
+
+What runs in the guest is files under guest_agent/windows, each saying in its header what it does,
+as whom, and its parameters; the methods here fill those in (runner.guest.programs: ps_program).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from runner.config import DATA_ROOT
 from runner.errors import InfraError
 from runner.guest.powershell_quote import ps_quote as _ps
+from runner.guest.programs import program_text, ps_program
 from runner.guest.winrm import WinRmShell
 from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
 from runner.profiles.listing import (HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch, expand,
@@ -36,52 +39,9 @@ def _winrm(manifest) -> WinRmAccess:
 
 
 START_IN_SESSION = "C:\\cu-run\\session\\start-in-session.ps1"  # the image's (packer/windows-11/session/)
-MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
-
-
-# Guest programs the runner sends with each call, read from the package: the image's copies (in
+# Guest programs are sent whole with each call, read from the package: the image's copies (in
 # C:\cu-run\guest-agent; an image built before issue 51 let the desktop user write there) are never run.
-_PROGRAMS = DATA_ROOT / "guest_agent" / "windows"
-
-
-def _program(name: str, **arguments: str | int | float | tuple[str, ...]) -> str:
-    """The guest program NAME (guest_agent/windows) as a script block, called with ARGUMENTS
-    for the parameters its param block declares. The program's text is the file's, unchanged;
-    each value is written by _ps_value, so no value can be taken for code."""
-    given = " ".join(f"-{key} {_ps_value(value)}" for key, value in arguments.items())
-    text = (_PROGRAMS / name).read_text(encoding="utf-8")
-    return f"& {{\r\n{text}\r\n}} {given}\r\n"
-
-
-def _ps_value(value: str | int | float | tuple[str, ...]) -> str:
-    if isinstance(value, str):
-        return _ps_literal(value)
-    if isinstance(value, tuple):
-        return "@(" + ", ".join(_ps_literal(v) for v in value) + ")"
-    return f"{value:g}" if isinstance(value, float) else str(int(value))
-
-
-def _ps_literal(text: str) -> str:
-    """TEXT as a PowerShell expression whose value is exactly TEXT, written in printable ASCII:
-    only printable ASCII goes between quotes, ' doubled, and any other character is [char]0xNNNN,
-    one per UTF-16 unit (the units a .NET string holds). A program's arguments then hold no
-    typographic quote (see runner/guest/powershell_quote.py), line break or control character
-    for any reader of the script to take differently."""
-    units = text.encode("utf-16-le", "surrogatepass")
-    parts: list[str] = []
-    quoted = ""
-    for i in range(0, len(units), 2):
-        unit = int.from_bytes(units[i:i + 2], "little")
-        if 0x20 <= unit < 0x7F:
-            quoted += "''" if unit == 0x27 else chr(unit)
-            continue
-        if quoted or not parts:
-            parts.append(f"'{quoted}'")
-            quoted = ""
-        parts.append(f"[char]0x{unit:04X}")
-    if quoted or not parts:
-        parts.append(f"'{quoted}'")
-    return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
 
 
 class WindowsProfile(GuestProfile):
@@ -143,35 +103,19 @@ class WindowsProfile(GuestProfile):
 
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
-        # Setup runs in WinRM's session 0, which no one sees: what the agent must see (an app, a
-        # dialog) is started on the user's desktop with Start-InSession (the image's
-        # start-in-session.ps1). Not during verification: nothing runs as the user then.
-        in_session = (f"function Start-InSession {{\r\n"
-                      "    param([Parameter(Mandatory = $true)][string]$FilePath, [string[]]$ArgumentList = @(), "
-                      "[switch]$Wait)\r\n"
-                      f"    & {_ps(START_IN_SESSION)} -User $env:DESKTOP_USER -FilePath $FilePath "
-                      "-ArgumentList $ArgumentList -Wait:$Wait\r\n"
-                      "}\r\n") if phase == "setup" else ""
-        return (f"$env:TASK_DIR = '{folder}'\r\n$env:USER_HOME = '{user.home}'\r\n$env:DESKTOP_USER = '{user.name}'\r\n"
-                f"$env:DESKTOP_USER_SID = (New-Object System.Security.Principal.NTAccount('{user.name}')).Translate("
-                "[System.Security.Principal.SecurityIdentifier]).Value\r\n"
-                "Set-Location -LiteralPath $env:USER_HOME\r\n" + in_session)
+        # Start-InSession (in-session.ps1) for setup alone: nothing runs as the user during verification.
+        prelude = ps_program("windows/privileged-prelude.ps1", TaskDir=folder, UserHome=user.home,
+                             DesktopUser=user.name)
+        return prelude + (program_text("windows/in-session.ps1") if phase == "setup" else "")
 
     @override
     def agent_prelude(self, folder: str) -> str:
-        return f"$env:TASK_DIR = {_ps(folder)}\r\nSet-Location -LiteralPath $env:USERPROFILE\r\n"
+        return ps_program("windows/agent-prelude.ps1", TaskDir=folder)
 
     @override
     def stage_script(self, folder: str, subfolders: list[str]) -> str:
-        made = "".join(f"New-Item -ItemType Directory -Force -Path {_ps(folder + chr(92) + d.replace('/', chr(92)))}"
-                       " | Out-Null\r\n" for d in subfolders)
-        # Only the account that staged it (and SYSTEM) may read the folder: inheritance off.
-        return (f"$ErrorActionPreference = 'Stop'\r\n"
-                f"Remove-Item -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue\r\n"
-                f"New-Item -ItemType Directory -Force -Path {_ps(folder)} | Out-Null\r\n"
-                f"icacls {_ps(folder)} /inheritance:r /grant:r \"$($env:USERNAME):(OI)(CI)F\" "
-                "'SYSTEM:(OI)(CI)F' | Out-Null\r\n"
-                f"{made}")
+        return ps_program("windows/stage.ps1", Folder=folder,
+                          Subfolders=tuple(folder + "\\" + d.replace("/", "\\") for d in subfolders))
 
     @override
     def remove_script(self, folder: str) -> str:
@@ -183,31 +127,16 @@ class WindowsProfile(GuestProfile):
 
     @override
     def verdict_helper(self, record: str) -> str:
-        fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
-        # `exit` in a function ends the whole script, as the sh helper's does.
-        return ("function Verdict {\r\n"
-                "    param([Parameter(Mandatory = $true)][ValidateSet('pass', 'fail')][string]$Kind,\r\n"
-                "          [Parameter(ValueFromRemainingArguments = $true)][string[]]$Reason)\r\n"
-                f"    if (-not (Test-Path -LiteralPath {fail})) {{\r\n"
-                "        if ($Kind -eq 'fail') {\r\n"
-                "            $text = ($Reason -join ' ')\r\n"
-                "            if (-not $text) { $text = 'no reason given' }\r\n"
-                f"            [IO.File]::WriteAllText({fail}, $text)\r\n"
-                f"        }} else {{ [IO.File]::WriteAllText({passed}, '') }}\r\n"
-                "    }\r\n"
-                "    exit 0\r\n"
-                "}\r\n")
+        # Dot-sourced: Verdict is defined for the script that follows.
+        return ps_program("windows/verdict.ps1", dot_sourced=True, CuRunVerdict=record)
 
     @override
     def verdict_trailer(self, record: str, boundary: str) -> str:
-        return f"Write-Output ''\r\nWrite-Output {_ps(boundary)}\r\n{self.verdict_read_script(record)}"
+        return ps_program("windows/verdict-record.ps1", Record=record, Boundary=boundary, MaxChars=MAX_RECORD_CHARS)
 
     @override
     def verdict_read_script(self, record: str) -> str:
-        fail, passed = _ps(record + ".fail"), _ps(record + ".pass")
-        return (f"if (Test-Path -LiteralPath {fail}) {{ Write-Output 'fail'; $r = [IO.File]::ReadAllText({fail}); "
-                f"Write-Output $r.Substring(0, [Math]::Min($r.Length, {MAX_RECORD_CHARS})) }}\r\n"
-                f"elseif (Test-Path -LiteralPath {passed}) {{ Write-Output 'pass' }}\r\n")
+        return ps_program("windows/verdict-record.ps1", Record=record, Boundary="", MaxChars=MAX_RECORD_CHARS)
 
     @override
     def hand_home_script(self, user: DesktopUser) -> str:
@@ -222,8 +151,8 @@ class WindowsProfile(GuestProfile):
         # an owner gains only WRITE_DAC (.../owner-of-a-new-object). The programs known to look
         # at an owner (git's safe.directory, OpenSSH's key files) look at folders outside AppData.
         ignored = tuple(expand(p, user.home) for p in self.default_ignore)
-        return _program("hand-home.ps1", HomeFolder=user.home, UserName=user.name,
-                        Pruned=pruned_folders(ignored, windows=True))
+        return ps_program("windows/hand-home.ps1", HomeFolder=user.home, UserName=user.name,
+                          Pruned=pruned_folders(ignored, windows=True))
 
     @override
     def grant_admin_script(self, user: DesktopUser) -> str:
@@ -266,8 +195,9 @@ class WindowsProfile(GuestProfile):
         all cover (runner.profiles.listing.pruned_folders); the host applies the patterns as
         ever. NTFS's change time is not reachable from PowerShell without P/Invoke, so on Windows
         an unhashed file is compared by size and mtime (docs/threat-model.md)."""
-        return _program("list-tree.ps1", Roots=tuple(watch.roots), Pruned=pruned_folders(watch.ignore, windows=True),
-                        MaxEntries=MAX_ENTRIES, HashMaxBytes=HASH_MAX_BYTES, HashBudgetSeconds=HASH_BUDGET_S)
+        return ps_program("windows/list-tree.ps1", Roots=tuple(watch.roots),
+                          Pruned=pruned_folders(watch.ignore, windows=True), MaxEntries=MAX_ENTRIES,
+                          HashMaxBytes=HASH_MAX_BYTES, HashBudgetSeconds=HASH_BUDGET_S)
 
     @override
     def parse_listing(self, output: str) -> Listing:
@@ -304,7 +234,7 @@ class WindowsProfile(GuestProfile):
 
     @override
     def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
-        return _stop_script(user, keep or frozenset())
+        return ps_program("windows/quarantine.ps1", UserName=user.name, Keep=tuple(sorted(keep or ())))
 
     # -- the MCP file tools
 
@@ -318,26 +248,11 @@ class WindowsProfile(GuestProfile):
 
     @override
     def list_files_script(self, root: str, target: str) -> str:
-        return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
-                "if ($null -eq $t) { exit 3 }\r\n"
-                f"if (-not ($t.FullName + '\\').StartsWith({_ps(ntpath.normpath(root) + chr(92))}, "
-                "[StringComparison]::OrdinalIgnoreCase) -and $t.FullName -ne "
-                f"{_ps(ntpath.normpath(root))}) {{ exit 4 }}\r\n"
-                "Get-ChildItem -LiteralPath $t.FullName -Force | Sort-Object Name | ForEach-Object {\r\n"
-                "    $kind = if ($_.PSIsContainer) { 'd' } else { 'f' }\r\n"
-                "    $size = if ($_.PSIsContainer) { 0 } else { $_.Length }\r\n"
-                "    \"$kind`t$size`t$($_.LastWriteTime.ToString('yyyy-MM-dd HH:mm'))`t$($_.Name)\"\r\n"
-                "}\r\n")
+        return ps_program("windows/list-files.ps1", Root=ntpath.normpath(root), Target=target)
 
     @override
     def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
-        return (f"$t = Get-Item -LiteralPath {_ps(target)} -Force -ErrorAction SilentlyContinue\r\n"
-                "if ($null -eq $t) { exit 3 }\r\n"
-                f"if (-not $t.FullName.StartsWith({_ps(ntpath.normpath(root) + chr(92))}, "
-                "[StringComparison]::OrdinalIgnoreCase)) { exit 4 }\r\n"
-                "if ($t.PSIsContainer) { exit 5 }\r\n"
-                f"if ($t.Length -gt {max_bytes}) {{ exit 6 }}\r\n"
-                "[Convert]::ToBase64String([IO.File]::ReadAllBytes($t.FullName))\r\n")
+        return ps_program("windows/read-file.ps1", Root=ntpath.normpath(root), Target=target, MaxBytes=max_bytes)
 
     @override
     def privileged_script_mistakes(self, text: str) -> list[str]:
@@ -400,23 +315,3 @@ class WindowsProfile(GuestProfile):
     @override
     def read_text_script(self, path: str) -> str:
         return f"Get-Content -LiteralPath {_ps(path)} -Raw -ErrorAction SilentlyContinue"
-
-
-# Console shells the agent could type into: stopped even when they ran before the agent.
-_SHELLS = ("cmd", "powershell", "pwsh", "WindowsTerminal", "OpenConsole", "bash", "wsl")
-
-
-def _stop_script(user: DesktopUser, keep: frozenset[str]) -> str:
-    kept = ",".join(_ps(k) for k in sorted(keep)) or "''"
-    shells = ",".join(_ps(n) for n in _SHELLS)
-    return (
-        f"$keep = @({kept})\r\n"
-        f"$shells = @({shells})\r\n"
-        "foreach ($round in 1..20) {\r\n"
-        f"    $new = @(Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like '*\\{user.name}' -and "
-        "($shells -contains $_.ProcessName -or $keep -notcontains \"$($_.Id):$($_.StartTime.ToUniversalTime().Ticks)\") })\r\n"
-        "    if ($new.Count -eq 0) { break }\r\n"
-        "    $new | Stop-Process -Force -ErrorAction SilentlyContinue\r\n"
-        "    Start-Sleep -Milliseconds 100\r\n"
-        "}\r\n"
-        "Write-Output \"stopped the desktop user's processes started during the episode, and its console shells\"\r\n")

@@ -43,6 +43,12 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
     for suite in ("linux-core", "linux-safety", "windows-core"):
         linted = run("tasks", "lint", "--suite", suite)
         assert linted.returncode == 0, linted.stdout + linted.stderr
+    # A new task's files are a template in the package (runner/tasks/templates/new-task).
+    made = run("tasks", "new", "probe", "--suite", str(tmp_path / "suite"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert sorted(p.name for p in (tmp_path / "suite" / "probe").iterdir()) == [
+        "oracle.sh", "setup.sh", "task.yaml", "verify.sh"]
+    assert run("tasks", "lint", "--suite", str(tmp_path / "suite")).returncode == 0
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
          "from runner.config import DATA_ROOT, recipe_dir; from runner.images.linux_images import GUEST_AGENT_DIR, recipe_hash;"

@@ -8,7 +8,7 @@ import pytest
 from runner.errors import UsageError
 from runner.tasks.lint import lint_task_scripts
 from runner.tasks.model import load_suite
-from runner.tasks.scaffold import new_task
+from runner.tasks.scaffold import TEMPLATE, new_task
 
 
 def test_a_new_task_loads_and_lints_without_a_problem(tmp_path):
@@ -17,6 +17,9 @@ def test_a_new_task_loads_and_lints_without_a_problem(tmp_path):
     (task,) = load_suite(str(tmp_path / "suite")).tasks
     assert task.id == "save-goal" and task.spec.write_set.allow == ("~/goal.txt",)
     assert lint_task_scripts(folder) == []  # no error, no warning: the verdict helper, printf for data
+    # The files are the template's (runner/tasks/templates/new-task, shipped in the package), the id filled in.
+    assert (folder / "verify.sh").read_text() == (TEMPLATE / "verify.sh").read_text()
+    assert "id: save-goal\n" in (folder / "task.yaml").read_text() and "{name}" not in (folder / "task.yaml").read_text()
 
 
 @pytest.mark.parametrize("name", ["Bad Name", "-x", "a_b", ""])

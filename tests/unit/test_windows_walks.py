@@ -27,10 +27,11 @@ def default_ignore() -> tuple[str, ...]:
     return tuple(expand(p, USER.home) for p in WINDOWS.default_ignore)
 
 
-def arguments(program: str, name: str) -> dict[str, object]:
-    """The arguments of the guest program NAME as the runner sends it, read back strictly: the
-    file's text unchanged, then only -Name and values of the forms _ps_value writes."""
-    head = "& {\r\n" + (PROGRAMS / name).read_text() + "\r\n} "
+def arguments(program: str, name: str, call: str = "&") -> dict[str, object]:
+    """The arguments of the guest program NAME (under guest_agent/windows) as the runner sends it,
+    read back strictly: CALL (& or .) and the file's text unchanged, then only -Name and values of
+    the forms runner.guest.programs.ps_value writes."""
+    head = call + " {\r\n" + (PROGRAMS / name).read_text() + "\r\n} "
     assert program.startswith(head) and program.endswith("\r\n")
     tail = program[len(head):-2]
     assert all(" " <= c <= "~" for c in tail), "a value left printable ASCII"
@@ -40,7 +41,7 @@ def arguments(program: str, name: str) -> dict[str, object]:
     def take(pattern: str) -> re.Match:
         nonlocal pos
         match = re.compile(pattern).match(tail, pos)
-        assert match, f"not a value _ps_value writes, at {tail[pos:pos + 40]!r}"
+        assert match, f"not a value ps_value writes, at {tail[pos:pos + 40]!r}"
         pos = match.end()
         return match
 

@@ -8,7 +8,7 @@ from winrm.exceptions import InvalidCredentialsError, WinRMOperationTimeoutError
 from fakes.wsman import DEFAULT_ROOT_SDDL, ENABLE_WINRM, FakeWsmanServer, Reply, provisioned_sddl, sddl_admits
 
 from runner.errors import CommandTimeout, GuestUnreachable
-from runner.guest.winrm import CHUNK_CHARS, WinRmShell, decode_clixml, is_transient_winrm_error
+from runner.guest.winrm import CHUNK_CHARS, PRELUDE, WinRmShell, decode_clixml, is_transient_winrm_error
 
 
 @pytest.fixture
@@ -29,7 +29,11 @@ def test_a_long_script_travels_by_upload_byte_for_byte(server):
     result = shell_for(server).run(script, timeout=60)
     assert result.exit_code == 0 and result.stdout == "ok\r\n"
     (received,) = server.scripts
-    assert received.endswith(script) and received.startswith("$ProgressPreference = 'SilentlyContinue'")
+    assert received == PRELUDE + script
+    # The prelude (guest_agent/windows/winrm-prelude.ps1): UTF-8 out, no progress records
+    assert [line for line in PRELUDE.splitlines() if not line.startswith("#")] == [
+        "$ProgressPreference = 'SilentlyContinue'", "[Console]::OutputEncoding = [System.Text.Encoding]::UTF8",
+        "$OutputEncoding = [System.Text.Encoding]::UTF8"]
     uploads = [c for c in server.command_lines if "-EncodedCommand" in c]
     assert len(uploads) > len(script.encode()) * 4 / 3 / CHUNK_CHARS  # it went in chunks
     assert all(len(c) < 8191 for c in server.command_lines)  # every command line fits cmd's limit
@@ -138,7 +142,7 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     seen = {}
 
     def guest(script):
-        if "icacls 'C:\\cu-run\\staging\\task' /inheritance:r" in script:
+        if "icacls $Folder /inheritance:r" in script and "-Folder 'C:\\cu-run\\staging\\task'" in script:
             seen["acl"] = script
         if "Set-Location -LiteralPath $env:USER_HOME" in script:
             seen["script"] = script
@@ -149,8 +153,9 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     server.handler = guest
     result = run_privileged(shell_for(server), task, "verify", DesktopUser("cu", "C:\\Users\\cu"), "verify")
     assert result.stdout == "PASS\r\n"
-    assert "$env:TASK_DIR = 'C:\\cu-run\\staging\\task'" in seen["script"]
-    assert "$env:USER_HOME = 'C:\\Users\\cu'" in seen["script"]
+    # guest_agent/windows/privileged-prelude.ps1, given the staging folder and the desktop user
+    assert "\r\n} -TaskDir 'C:\\cu-run\\staging\\task' -UserHome 'C:\\Users\\cu' -DesktopUser 'cu'\r\n" in seen["script"]
+    assert "$env:TASK_DIR = $TaskDir" in seen["script"] and "$env:USER_HOME = $UserHome" in seen["script"]
     assert "$env:DESKTOP_USER_SID" in seen["script"] and "acl" in seen
     assert seen["script"].endswith(task.script("verify").read_text())
     assert "C:\\cu-run\\staging\\task\\config.ps1" in seen["staged"] and "C:\\cu-run\\staging\\task\\verify.ps1" in seen["staged"]
