@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, pss_mib, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
-from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeVM  # noqa: E402
 from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.images.linux_images import LINUX_DESKTOP, build_image  # noqa: E402
 from runner.vm.warm_state import load_slot, slot_folder  # noqa: E402
@@ -94,9 +94,8 @@ def app_starts(vm: EpisodeVM, apps: list[str]) -> dict[str, float | None]:
     return found
 
 
-def one_vm(scope, settings, warm, apps: list[str]) -> dict:
-    vm = EpisodeVM(scope.host, scope.image, settings, run_id="benchdesk", slot=0 if warm is None else warm.state.slot,
-                   options=EpisodeOptions(accel=scope.accel), warm=warm)
+def one_vm(scope, warm, apps: list[str]) -> dict:
+    vm = scope.vm_factory("benchdesk")(0 if warm is None else warm.state.slot, warm=warm)
     with vm:
         phases = dict(vm.timings.phases)
         to_desktop = sum(v for k, v in phases.items() if k in ("overlay", "domain_start", "restore", "shell_ready",
@@ -133,8 +132,8 @@ def main() -> None:
         try:
             results["ram_state_mib"] = {"apps_warmed": round(apps_warm.state.ram_bytes / 2**20),
                                         "plain": round(plain.state.ram_bytes / 2**20)}
-            runs = {"cold": one_vm(scope, settings, None, apps), "warm_plain": one_vm(scope, settings, plain, apps),
-                    "warm_apps": one_vm(scope, settings, load_slot(image, 0), apps)}
+            runs = {"cold": one_vm(scope, None, apps), "warm_plain": one_vm(scope, plain, apps),
+                    "warm_apps": one_vm(scope, load_slot(image, 0), apps)}
         finally:
             shutil.rmtree(slot_folder(image, PLAIN_SLOT), ignore_errors=True)
         cold, warm = runs["cold"]["to_desktop_s"], runs["warm_apps"]["to_desktop_s"]

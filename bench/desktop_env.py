@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, pss_mib  # noqa: E402
 
 from runner.config import Settings, recipe_dir  # noqa: E402
-from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeOptions  # noqa: E402
+from runner.vm.factory import EpisodeVmFactory  # noqa: E402
 from runner.profiles.catalog import Catalog, Image  # noqa: E402
 from runner.images.linux_images import LINUX_DESKTOP, RECIPES, build_image, build_variant  # noqa: E402
 from runner.runs.scope import resolve_accel  # noqa: E402
@@ -75,8 +76,8 @@ def cold_desktop(host, settings, image: Image, accel, wm: str, terminal: tuple[s
     """One cold boot of IMAGE: seconds from the domain's start to its window manager WM up (the same
     probe for both desktops: their own desktop checks differ), to a terminal's window, and the idle
     desktop's CPU and memory. A desktop that never comes up is a result too: it says so."""
-    vm = EpisodeVM(host, image, settings, run_id="benchde", slot=0,
-                   options=EpisodeOptions(accel=accel, wait_desktop=False))
+    vm = EpisodeVmFactory(host, image, settings, run_id="benchde",
+                          options=EpisodeOptions(accel=accel, wait_desktop=False))(0)
     started = time.perf_counter()
     with vm:
         deadline = started + DESKTOP_WAIT_S

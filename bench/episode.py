@@ -21,7 +21,7 @@ from common import emit, summarize, timed  # noqa: E402
 from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.episode import EpisodeVM  # noqa: E402
 from runner.hypervisor.overlay import create_overlay  # noqa: E402
 from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
 
@@ -53,11 +53,10 @@ def main() -> None:
 
     shell_ready, desktop_ready, domain_start, teardown = [], [], [], []
     with open_scope(settings, ScopeRequest(image.name, start="cold")) as scope:
-        accel, host = scope.accel, scope.host
-        results["accel"] = accel
+        results["accel"] = scope.accel
+        make_vm = scope.vm_factory(f"bench{os.getpid()}")
         for i in range(args.starts):
-            vm = EpisodeVM(host, image, settings, run_id=f"bench{os.getpid()}", slot=i,
-                           options=EpisodeOptions(accel=accel))
+            vm = make_vm(i)
             vm.start()
             phases = vm.timings.phases
             domain_start.append(phases["overlay"] + phases["domain_start"])

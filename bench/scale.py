@@ -21,7 +21,6 @@ from common import emit, pss_mib, warm_oracle_run  # noqa: E402
 
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
 
 TARGET_MIB_PER_VM = 0.6 * 1000**3 / 2**20
 
@@ -31,9 +30,9 @@ def idle_pss(settings: Settings, pool: int) -> list[float]:
     vms = []
     with open_scope(settings, ScopeRequest("linux-test", accel="tcg", start="warm", vm_pool=pool)) as scope:
         try:
+            make_vm = scope.vm_factory("scale")
             for slot in range(scope.vm_pool):
-                vm = EpisodeVM(scope.host, scope.image, settings, run_id="scale", slot=slot,
-                               options=EpisodeOptions(accel=scope.accel), warm=scope.start.slots[slot])
+                vm = make_vm(slot, warm=scope.start.slots[slot])
                 vm.start()
                 vms.append(vm)
             return [round(pss_mib(int(Path(f"/run/libvirt/qemu/{vm.name}.pid").read_text())), 1) for vm in vms]

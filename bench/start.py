@@ -21,7 +21,7 @@ from common import emit, summarize  # noqa: E402
 from runner.profiles.catalog import Catalog  # noqa: E402
 from runner.config import Settings  # noqa: E402
 from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.episode import EpisodeOptions, EpisodeVM  # noqa: E402
+from runner.vm.factory import VmFactory  # noqa: E402
 from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
 from runner.vm.warming import warm_image  # noqa: E402
 
@@ -34,9 +34,9 @@ def qemu_rss_mib(domain: str) -> float:
     raise RuntimeError(f"no VmRSS for QEMU of {domain}")
 
 
-def one_start(host, settings, image, accel, warm) -> dict:
+def one_start(make_vm: VmFactory, warm) -> dict:
     started = time.perf_counter()
-    vm = EpisodeVM(host, image, settings, run_id="bench", slot=0, options=EpisodeOptions(accel=accel), warm=warm)
+    vm = make_vm(0, warm=warm)
     with vm:
         to_desktop = time.perf_counter() - started
         p = vm.timings.phases
@@ -59,9 +59,10 @@ def main() -> None:
         (slot,) = warm_image(host, settings, image, 1, accel, progress=lambda _l: None)
         warm_setup_s = round(time.perf_counter() - started, 1)
         samples: dict[str, list[dict]] = {"cold": [], "warm": []}
+        make_vm = scope.vm_factory("bench")
         for _ in range(args.n):
-            samples["cold"].append(one_start(host, settings, image, accel, None))
-            samples["warm"].append(one_start(host, settings, image, accel, slot))
+            samples["cold"].append(one_start(make_vm, None))
+            samples["warm"].append(one_start(make_vm, slot))
 
     results: dict = {"accel": accel, "n": args.n, "warm_slot_setup_s": warm_setup_s,
                      "warm_slot_made_in_s": slot.state.warm_seconds,

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from runner.choices import AccelChoice, NetMode, StartChoice
+from runner.choices import AccelChoice, StartChoice
 from runner.console import make_console
+from runner.runs.request import Command as RunCommand
+from runner.runs.request import RunOption, option_named, options_for
+from runner.tasks.model import TagFilter
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Run computer-use agents on local VMs, many at once, and score them.")
@@ -84,46 +89,6 @@ def _agent_names() -> tuple[str, ...]:
     return agent_names()
 
 
-AgentOpt = Annotated[str, typer.Option(
-    "--agent", help=f"who acts on the VM: {registered_for_help(_agent_names)}, or MODULE:CLASS (an Agent subclass "
-                    "of yours)", callback=_agent_name)]
-
-
-# Choices are enums: a misspelt value fails at parse time, naming the flag, before any work.
-AccelOpt = Annotated[AccelChoice, typer.Option("--accel", help="auto (probe), kvm or tcg")]
-StartOpt = Annotated[StartChoice, typer.Option("--start", help="warm (restore a saved state), cold (boot), or auto: "
-                                                     "warm when every slot has a valid state")]
-
-
-NetOpt = Annotated[NetMode, typer.Option(
-    "--net", help="a networked task's proxy: live (its allowed origins), record (live, each episode's answers to its "
-                  "cassette.jsonl) or replay (the task's cassette alone, air-gapped) (docs/network.md)")]
-NetHostsOpt = Annotated[Path | None, typer.Option(
-    "--net-hosts", help="with live or record: a YAML file of name: address:port (and ca:) sending allowed names to a "
-                        "mirror or loopback stand-ins (docs/network.md)")]
-LiveOpt = Annotated[bool, typer.Option("--live", help="serve a live view of the VMs' screens; prints its URL (docs/live.md)")]
-LivePortOpt = Annotated[int, typer.Option("--live-port", help="the live view's port [default: any free one]")]
-LiveHostOpt = Annotated[str, typer.Option("--live-host",
-                                           help="the live view's address; beyond loopback, read docs/live.md first")]
-LiveControlOpt = Annotated[bool, typer.Option(
-    "--live-control", help="the live view may take the mouse and keyboard; every input is recorded as an intervention")]
-SelectionOpt = Annotated[Path | None, typer.Option(
-    "--selection", help="a selection.yaml of `tasks select`: its tasks; refused if the suite changed since")]
-ClusterOpt = Annotated[str | None, typer.Option(
-    "--cluster", help="a Ray cluster's HOST:PORT: run on its cu-run hosts (token: RAY_AUTH_TOKEN_PATH)")]
-
-
-SuiteOpt = Annotated[str, typer.Option("--suite", help="built-in suite name (tasks/NAME) or a suite folder")]
-def _some_tasks(text: str | None) -> str | None:
-    """--tasks names at least one task: an empty list (a script's unset variable) is refused rather
-    than read as every task of the suite."""
-    if text is not None and not _comma_list(text):
-        raise typer.BadParameter(f"{text!r} names no task; leave --tasks out to run them all", param_hint="'--tasks'")
-    return text
-
-
-TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated task ids [default: all]",
-                                              callback=_some_tasks)]
 def _a_benchmark(name: str) -> str:
     """A registered benchmark's name (runner.benchmarks.registry), or a usage error listing them."""
     from runner.benchmarks.registry import names
@@ -135,32 +100,6 @@ def _a_benchmark(name: str) -> str:
 
 BenchArg = Annotated[str, typer.Argument(help="the benchmark: osworld or waa (runner.benchmarks.registry)",
                                          callback=_a_benchmark, metavar="BENCH", show_default=False)]
-
-
-TagsOpt = Annotated[list[str] | None, typer.Option(
-    "--tags", help="run tasks with one of these comma-separated tags; repeat it and a task needs one of each")]
-ExcludeTagsOpt = Annotated[str | None, typer.Option("--exclude-tags", help="leave out tasks with any of these tags")]
-
-
-AssetsOpt = Annotated[Path | None, typer.Option(
-    "--assets", envvar="CU_RUN_ASSETS", help="imported tasks: the asset store (cu-run assets fetch)")]
-EvaluatorsOpt = Annotated[str | None, typer.Option(
-    "--evaluators", help="imported tasks: the metrics' source, desktop-env==VERSION or a checkout "
-                         "[default: desktop-env==1.0.2]")]
-
-
-def tag_filter(tags: list[str] | None, exclude_tags: str | None):
-    from runner.tasks.model import TagFilter
-
-    groups = tuple(g for g in (_comma_list(t) for t in tags or []) if g)
-    return TagFilter(groups, _comma_list(exclude_tags))
-
-
-PoolOpt = Annotated[int, typer.Option("--vm-pool", min=1, help="episodes at once (one VM each)")]
-TrialsOpt = Annotated[int, typer.Option("--trials", min=1, help="episodes per task")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="run folder [default: runs/<suite>-<agent>-<time>]")]
-RecordOpt = Annotated[bool, typer.Option("--record", help="each episode's screen to recording.mp4 (H.264, 2 fps)")]
-ImageOpt = Annotated[str | None, typer.Option("--image", help="catalog image [default: by the suite's profile]")]
 
 
 def _comma_list(text: str | None) -> tuple[str, ...]:
@@ -177,6 +116,113 @@ def _key_values(pairs: list[str]) -> tuple[tuple[str, str], ...]:
             raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="'--agent-env'")
         found[key] = value
     return tuple(sorted(found.items()))
+
+
+def _some_tasks(text: str | None) -> str | None:
+    """--tasks names at least one task: an empty list (a script's unset variable) is refused rather
+    than read as every task of the suite."""
+    if text is not None and not _comma_list(text):
+        raise typer.BadParameter(f"{text!r} names no task; leave --tasks out to run them all", param_hint="'--tasks'")
+    return text
+
+
+def tag_filter(tags: list[str] | None, exclude_tags: str | None) -> TagFilter:
+    """--tags (each a comma-separated group, repeated) and --exclude-tags, as the request holds them."""
+    groups = tuple(g for g in (_comma_list(t) for t in tags or []) if g)
+    return TagFilter(groups, _comma_list(exclude_tags))
+
+
+@dataclass(frozen=True)
+class Spelt:
+    """How the command line spells a run option it takes as text of its own (a comma list, KEY=VALUE
+    pairs): its type and default there, its check, and how its value is read into the option's."""
+
+    type: Any = None  # None: the row's type and default
+    default: Any = None
+    read: Callable[[Any], Any] | None = None  # None: as typer gives it
+    callback: Callable[[Any], Any] | None = None  # typer's check of the value
+    help: str | None = None  # None: the row's
+
+
+# The table (runner.runs.request.RUN_OPTIONS) gives every option's flag, help, default and range;
+# these few the command line spells otherwise. --tags and --exclude-tags are read together (tag_filter).
+SPELT: dict[str, Spelt] = {
+    "agent": Spelt(callback=_agent_name, help=(
+        f"who acts on the VM: {registered_for_help(_agent_names)}, or MODULE:CLASS (an Agent subclass of yours)")),
+    "tasks": Spelt(str | None, read=_comma_list, callback=_some_tasks),
+    "tags": Spelt(list[str] | None),
+    "exclude_tags": Spelt(str | None),
+    "tools": Spelt(str, ",".join(option_named("tools").default), read=_comma_list),
+    "agent_env": Spelt(list[str] | None, read=lambda pairs: _key_values(pairs or [])),
+}
+
+
+def from_table(name: str) -> Any:
+    """NAME's row of the table as a typer option: its flag, help, range and environment variable
+    (typer.Option's OptionInfo, typed Any as typer.Option is)."""
+    row, spelt = option_named(name), SPELT.get(name)
+    return typer.Option(row.flag, help=spelt.help if spelt and spelt.help else row.help, min=row.at_least,
+                        max=row.at_most, envvar=row.env, callback=spelt.callback if spelt else None)
+
+
+# The table's options that other commands take too, each made from its row.
+# Choices are enums: a misspelt value fails at parse time, naming the flag, before any work.
+AccelOpt = Annotated[AccelChoice, from_table("accel")]
+StartOpt = Annotated[StartChoice, from_table("start")]
+LiveOpt = Annotated[bool, from_table("live")]
+LivePortOpt = Annotated[int, from_table("live_port")]
+LiveHostOpt = Annotated[str, from_table("live_host")]
+LiveControlOpt = Annotated[bool, from_table("live_control")]
+ClusterOpt = Annotated[str | None, from_table("cluster")]
+SuiteOpt = Annotated[str, from_table("suite")]
+TagsOpt = Annotated[list[str] | None, from_table("tags")]
+ExcludeTagsOpt = Annotated[str | None, from_table("exclude_tags")]
+AssetsOpt = Annotated[Path | None, from_table("assets")]
+EvaluatorsOpt = Annotated[str | None, from_table("evaluators")]
+PoolOpt = Annotated[int, from_table("vm_pool")]
+ImageOpt = Annotated[str | None, from_table("image")]
+
+
+CommandFn = TypeVar("CommandFn", bound=Callable[..., None])
+
+
+def takes_run_options(command: RunCommand) -> Callable[[CommandFn], CommandFn]:
+    """Gives the decorated command, whose parameters end in **options, the table's options COMMAND
+    takes, as typer options: its own positional-or-keyword parameters, then the table's (those that
+    must be given first, then in the table's order), then its keyword-only ones. typer reads a
+    command's parameters from its __signature__; the command gets the table's in OPTIONS, by their
+    names, as the command line spells them (request_options reads them into the API's)."""
+    def with_options(function: CommandFn) -> CommandFn:
+        own = list(inspect.signature(function, eval_str=True).parameters.values())
+        table = [_parameter(row) for row in sorted(options_for(command), key=lambda row: not row.required)]
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=p.KEYWORD_ONLY) for p in own if p.kind is p.POSITIONAL_OR_KEYWORD] + table
+            + [p for p in own if p.kind is p.KEYWORD_ONLY])
+        return function
+    return with_options
+
+
+def _parameter(row: RunOption) -> inspect.Parameter:
+    spelt = SPELT.get(row.name)
+    kind, default = (spelt.type, spelt.default) if spelt and spelt.type is not None else (row.type, row.default)
+    if default is MISSING:
+        default = inspect.Parameter.empty
+    return inspect.Parameter(row.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind, from_table(row.name)])
+
+
+def request_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The command line's values of the table's options (takes_run_options) as the API takes them
+    (runner.runs.request.RunOptions)."""
+    options = {name: _read(name, value) for name, value in given.items()}
+    if "tags" in options:
+        options["tags"] = tag_filter(options["tags"], options.pop("exclude_tags", None))
+    return options
+
+
+def _read(name: str, value: Any) -> Any:
+    spelt = SPELT.get(name)
+    return spelt.read(value) if spelt is not None and spelt.read is not None else value
 
 
 def _status_and_log(status, console, what: str) -> Callable[[str], None]:

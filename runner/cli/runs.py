@@ -4,149 +4,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runner.choices import AccelChoice, Gate, NetMode, StartChoice
-from runner.cli.options import (
-    _comma_list,
-    _key_values,
-    AccelOpt,
-    AgentOpt,
-    app,
-    CacheDir,
-    ClusterOpt,
-    con,
-    err,
-    export_app,
-    ImageOpt,
-    LibvirtUri,
-    LiveControlOpt,
-    LiveHostOpt,
-    LiveOpt,
-    NetOpt,
-    NetHostsOpt,
-    LivePortOpt,
-    OutOpt,
-    PoolOpt,
-    RecordOpt,
-    SelectionOpt,
-    StartOpt,
-    SuiteOpt,
-    TasksOpt,
-    TrialsOpt,
-    TagsOpt,
-    ExcludeTagsOpt,
-    AssetsOpt,
-    EvaluatorsOpt,
-    tag_filter,
-)
+from runner.cli.options import app, CacheDir, con, err, export_app, LibvirtUri, request_options, takes_run_options
 
 
 @app.command()
-def run(
-    suite: SuiteOpt,
-    agent: AgentOpt,
-    tasks: TasksOpt = None,
-    tags: TagsOpt = None,
-    exclude_tags: ExcludeTagsOpt = None,
-    assets: AssetsOpt = None,
-    evaluators: EvaluatorsOpt = None,
-    vm_pool: PoolOpt = 1,
-    trials: TrialsOpt = 1,
-    out: OutOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="finish the run in --out, redoing nothing finished")] = False,
-    fail_under: Annotated[float | None, typer.Option("--fail-under", help="exit 4 if the success rate is lower")] = None,
-    image: ImageOpt = None,
-    tools: Annotated[str, typer.Option("--tools", help="MCP tool sets the agent may use")] = "screen,mouse,keyboard",
-    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="tool calls per episode; then timeout")] = None,
-    agent_cmd: Annotated[str | None, typer.Option("--agent-cmd", help="the executable for --agent command")] = None,
-    max_turns: Annotated[int, typer.Option("--max-turns", help="model turns for claude and codex")] = 50,
-    agent_script: Annotated[str, typer.Option(
-        "--agent-script", help="the scripted agent's script file in each task")] = "ui_oracle.yaml",
-    record: RecordOpt = False,
-    net: NetOpt = NetMode.live,
-    net_hosts: NetHostsOpt = None,
-    gate: Annotated[Gate, typer.Option(
-        "--gate", help="--fail-under over all tasks, or stable: flaky tasks left out")] = Gate.all,
-    accel: AccelOpt = AccelChoice.auto,
-    start: StartOpt = StartChoice.auto,
-    cluster: ClusterOpt = None,
-    selection: SelectionOpt = None,
-    mcp_server: Annotated[str | None, typer.Option(
-        "--mcp-server", help="an external MCP server's command, per episode ({vnc}, {vnc_host}, {vnc_port} filled in), "
-                             "instead of cu-run's tools")] = None,
-    mcp_server_url: Annotated[str | None, typer.Option("--mcp-server-url", help="an external MCP server's URL")] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", help="the model of the claude or codex agent, passed to its CLI and recorded in run.json "
-                        "[default: the CLI's own]")] = None,
-    agent_env: Annotated[list[str] | None, typer.Option(
-        "--agent-env", help="KEY=VALUE in the agent's environment, over the runner's (repeat it)")] = None,
-    timeout: Annotated[int | None, typer.Option(
-        "--timeout", min=1, help="every task's agent time limit in seconds [default: each task's timeout_s]")] = None,
-    append_prompt: Annotated[str, typer.Option(
-        "--append-prompt", help="text after cu-run's system prompt, for claude and codex")] = "",
-    live: LiveOpt = False,
-    live_port: LivePortOpt = 0,
-    live_host: LiveHostOpt = "127.0.0.1",
-    live_control: LiveControlOpt = False,
-    cache_dir: CacheDir = None,
-    libvirt_uri: LibvirtUri = None,
-) -> None:
+@takes_run_options("run")
+def run(*, cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None, **options: Any) -> None:
     """Run an agent over a suite on a pool of VMs; results, artifacts and a summary go to --out."""
     from runner.api import run as run_suite
 
-    result = run_suite(suite, agent, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), cache_dir=cache_dir,
-                       libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials, out=out, resume=resume,
-                       fail_under=fail_under, image=image, accel=accel, tools=_comma_list(tools), max_steps=max_steps,
-                       agent_cmd=agent_cmd, max_turns=max_turns, start=start, gate=gate, agent_script=agent_script,
-                       record=record, cluster=cluster, selection=selection, mcp_server=mcp_server,
-                       mcp_server_url=mcp_server_url, live=live, live_port=live_port, live_host=live_host,
-                       live_control=live_control, model=model, agent_env=_key_values(agent_env or []),
-                       timeout_s=timeout, append_prompt=append_prompt, assets=assets, evaluators=evaluators, net=net,
-                       net_hosts=net_hosts)
+    given = request_options(options)
+    result = run_suite(given.pop("suite"), given.pop("agent"), cache_dir=cache_dir, libvirt_uri=libvirt_uri,
+                       console=err, **given)
     con.print(f"results in {result.out_dir}")
     raise typer.Exit(result.exit_code)
 
 
 @app.command()
-def validate(
-    suite: SuiteOpt,
-    tasks: TasksOpt = None,
-    tags: TagsOpt = None,
-    exclude_tags: ExcludeTagsOpt = None,
-    assets: AssetsOpt = None,
-    evaluators: EvaluatorsOpt = None,
-    vm_pool: PoolOpt = 1,
-    trials: TrialsOpt = 1,
-    out: OutOpt = None,
-    image: ImageOpt = None,
-    accel: AccelOpt = AccelChoice.auto,
-    start: StartOpt = StartChoice.auto,
-    record: RecordOpt = False,
-    net: NetOpt = NetMode.live,
-    net_hosts: NetHostsOpt = None,
-    cluster: ClusterOpt = None,
-    selection: SelectionOpt = None,
-    live: LiveOpt = False,
-    live_port: LivePortOpt = 0,
-    live_host: LiveHostOpt = "127.0.0.1",
-    live_control: LiveControlOpt = False,
-    cache_dir: CacheDir = None,
-    libvirt_uri: LibvirtUri = None,
-) -> None:
+@takes_run_options("validate")
+def validate(*, cache_dir: CacheDir = None, libvirt_uri: LibvirtUri = None, **options: Any) -> None:
     """Prove a suite sound: the oracle must pass every task and the nop agent fail every one."""
     from runner.api import validate as validate_suite
 
-    found = validate_suite(suite, tasks=_comma_list(tasks), tags=tag_filter(tags, exclude_tags), out=out,
-                           cache_dir=cache_dir, libvirt_uri=libvirt_uri, console=err, vm_pool=vm_pool, trials=trials,
-                           image=image, accel=accel, start=start, record=record, net=net, net_hosts=net_hosts,
-                           cluster=cluster, selection=selection,
-                           live=live, live_port=live_port, live_host=live_host, live_control=live_control,
-                           assets=assets, evaluators=evaluators)
+    given = request_options(options)
+    found = validate_suite(given.pop("suite"), cache_dir=cache_dir, libvirt_uri=libvirt_uri, console=err, **given)
     raise typer.Exit(found.exit_code)
 
 

@@ -34,7 +34,8 @@ from runner.hypervisor.connect import connect_host
 from runner.profiles.catalog import Catalog
 from runner.vm.warm_state import list_slots
 from runner.records.provenance import host_facts
-from runner.runs.request import RunRequest, episode_tasks, request_agent
+from runner.runs.episode_inputs import episode_tasks, net_settings, request_agent
+from runner.runs.request import RunRequest
 from runner.runs.run_plan import RunPlan
 from runner.runs.scheduler import SlotScheduler
 from runner.runs.scope import ScopeRequest, make_scope
@@ -194,10 +195,12 @@ class HostService:
         request = order.request
         scope = make_scope(self.settings, ScopeRequest(order.image, accel=request.how.accel, start=request.how.start,
                                                        vm_pool=self.slots, warm_at_first_use=True), self.host)
-        tasks = episode_tasks(request, suite.tasks)
-        agent = request_agent(request, tasks)
+        tasks = episode_tasks(request.work, suite.tasks)
+        agent = request_agent(request.agent, tasks)
         folder = private_dir(self.settings.cache_dir / "cluster" / "runs" / order.run_key)
-        scheduler = SlotScheduler(self.host, self.settings, scope.pool_for(request, agent, suite.safety), agent, folder)
+        pool = scope.pool_for(request.agent, request.how, agent, suite.safety,
+                              net=net_settings(request.how, request.work.assets))
+        scheduler = SlotScheduler(self.host, self.settings, pool, agent, folder)
         with self._lock:
             self._runs[order.run_key] = HostRun(scheduler, {t.id: t for t in tasks}, folder)
             self.leases.renew(order.run_key)

@@ -24,7 +24,7 @@ from runner.records.provenance import host_facts
 from runner.records.results import EpisodeRecord
 from runner.runs.scheduler import SlotScheduler, SlotStatus, run_on_slots
 from runner.runs.scope import RunScope, ScopeRequest, open_scope
-from runner.runs.vm_supply import VmSupply
+from runner.runs.vm_supply import pool_supply
 
 
 class LocalPool(Pool):
@@ -37,12 +37,13 @@ class LocalPool(Pool):
         self._work: queue.SimpleQueue[Episode] = queue.SimpleQueue()
         first = runs[0]
         # What the supply reads (the image, its warm states, standbys) is the same for every run.
-        supply_config = scope.pool_for(first.request, first.plan.agent, first.plan.suite.safety, first.plan.host_scoring,
-                                       first.plan.net)
-        self.vms = VmSupply(scope.host, settings, supply_config, self.stopping, more_work=lambda: not self._work.empty())
+        supply_config = scope.pool_for(first.request.agent, first.request.how, first.plan.agent, first.plan.suite.safety,
+                                       first.plan.host_scoring, net=first.plan.net)
+        self.vms = pool_supply(scope.host, settings, supply_config, self.stopping, more_work=lambda: not self._work.empty())
         self.schedulers = [
             SlotScheduler(scope.host, settings,
-                          scope.pool_for(r.request, r.plan.agent, r.plan.suite.safety, r.plan.host_scoring, r.plan.net),
+                          scope.pool_for(r.request.agent, r.request.how, r.plan.agent, r.plan.suite.safety,
+                                         r.plan.host_scoring, net=r.plan.net),
                           r.plan.agent, r.plan.out_dir, on_record=r.on_record, vms=self.vms, stopping=self.stopping)
             for r in runs]
 

@@ -16,16 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.config import Settings
 from runner.errors import UsageError
-from runner.profiles.catalog import Image
 from runner.live.board import LiveSource
 from runner.records.results import EpisodeRecord
-from runner.runs.run_plan import RunPlan
-from runner.runs.request import RunRequest
-from runner.tasks.model import Task
+
+if TYPE_CHECKING:  # the plan's types, for type checking alone: the contract imports no planner
+    from runner.profiles.catalog import Image
+    from runner.runs.request import RunRequest
+    from runner.runs.run_plan import RunPlan
+    from runner.tasks.model import Task
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class PoolRun:
     on_record: Callable[[EpisodeRecord], None] = lambda _r: None
 
 
-Episode = tuple[int, Task, int]  # (the index of its run in the pool's runs, task, trial)
+Episode = tuple[int, "Task", int]  # (the index of its run in the pool's runs, task, trial)
 Notice = Callable[[str], None]  # what a person should hear while the pool opens and runs
 
 

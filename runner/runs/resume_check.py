@@ -7,21 +7,20 @@ them all, so every difference is named and the resume refused.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from runner.runs.request import RunRequest
+from runner.runs.request import RUN_OPTIONS
 
-# The request's fields that change what an episode is, or how many there are. Where a run goes
-# (pool, cluster, accelerator, warm or cold start) and how it is watched (live, record) may change.
-EPISODE_ARGUMENTS = ("model", "trials", "tools", "max_steps", "agent_cmd", "max_turns", "agent_script", "mcp_server",
-                     "mcp_server_url", "append_prompt", "agent_env", "timeout_s", "net")
+# The options that change what an episode is, or how many there are (the table's `kept` column).
+# Where a run goes (pool, cluster, accelerator, warm or cold start) and how it is watched (live,
+# record) may change.
+EPISODE_ARGUMENTS = tuple(row.name for row in RUN_OPTIONS if row.kept)
 
 
-def resume_differences(previous: dict, request: RunRequest, agent: str, image_sha256: str,
+def resume_differences(previous: dict, arguments: dict[str, Any], agent: str, image_sha256: str,
                        task_ids: list[str]) -> list[str]:
-    """What differs between the run.json PREVIOUS and this request: one line each, '' when none."""
+    """What differs between the run.json PREVIOUS and this run, whose run.json "arguments" are
+    ARGUMENTS (RunRequest.arguments): one line each, none when none."""
     found = []
     before_agent = previous.get("agent", {}).get("name")
     if before_agent != agent:
@@ -30,19 +29,14 @@ def resume_differences(previous: dict, request: RunRequest, agent: str, image_sh
     if before_image != image_sha256:
         found.append(f"image: sha256 {before_image[:16]}... then, {image_sha256[:16]}... now")
     before_tasks = previous.get("suite", {}).get("tasks")
-    if before_tasks != task_ids and not request.work.adds_tasks:
+    if before_tasks != task_ids and not arguments["adds_tasks"]:
         found.append(f"tasks: {_short(before_tasks)} then, {_short(task_ids)} now")
-    arguments, options = previous.get("arguments", {}), request.options()
+    before = previous.get("arguments", {})
     for name in EPISODE_ARGUMENTS:
-        then, now = _comparable(arguments.get(name)), _comparable(options[name])
-        if name in arguments and then != now:
+        then, now = before.get(name), arguments[name]
+        if name in before and then != now:
             found.append(f"--{name.replace('_', '-')}: {then!r} then, {now!r} now")
     return found
-
-
-def _comparable(value: Any) -> Any:
-    """A value as run.json holds it (tuples are lists there, paths strings)."""
-    return json.loads(json.dumps(value, default=lambda v: str(v) if isinstance(v, Path) else v))
 
 
 def _short(ids: list[str] | None) -> str:

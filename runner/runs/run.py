@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -181,7 +181,7 @@ def base_provenance(request: RunRequest, plan: RunPlan, where: dict) -> dict:
                   "clock": {t.id: t.spec.clock.isoformat().replace("+00:00", "Z") for t in tasks if t.spec.clock}},
         "agent": {"name": plan.agent.name, "version": plan.agent.version(), "model": plan.agent.model},
         "runner": runner_facts(),
-        "arguments": _arguments(request),
+        "arguments": request.arguments(),
         "network": _network_record(plan),
         "resumed_at": [],
     }
@@ -307,11 +307,6 @@ def _network_record(plan: RunPlan) -> dict:
     return {"mode": str(plan.net.mode), "tasks": networked,
             "cassettes": {task: sha for task, sha in plan.cassettes.items() if task in networked},
             "hosts": plan.net.hosts.record() if plan.net.hosts else None}
-
-
-def _arguments(request: RunRequest) -> dict:
-    return {k: (str(v) if isinstance(v, Path) else asdict(v) if is_dataclass(v) and not isinstance(v, type) else v)
-            for k, v in request.options().items()}
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -1,5 +1,7 @@
 """A run's plan: its request checked and resolved before any VM starts (the suite and its tasks,
-the agent, the image, the run folder). Every refusal of bad input happens here.
+the agent, the image, the run folder). Every refusal of bad input happens here, but for a single
+option's (out of its range, a choice that is not one), which the request refuses as it is made
+(runner.runs.request).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from runner.vm.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.images.builders import image_named
 from runner.profiles.catalog import Catalog, Image
-from runner.mcp.server import resolve_toolsets
+from runner.mcp.toolsets import resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.resume_check import resume_differences
 from runner.choices import NetMode
 from runner.network.settings import NetSettings
-from runner.runs.request import RunRequest, Where, episode_tasks, external_server, net_settings, request_agent
+from runner.runs.episode_inputs import episode_tasks, external_server, net_settings, request_agent
+from runner.runs.request import RunRequest, Where, Work
 from runner.records.results import RESULTS, ResultLog
 from runner.tasks.lint import errors, lint_task_scripts
 from runner.tasks.model import Suite, Task, load_suite
@@ -48,14 +51,10 @@ class RunPlan:
 
 
 def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
-    work, how, results = request.work, request.how, request.results
-    if how.vm_pool < 1 or work.trials < 1:
-        raise UsageError("--vm-pool and --trials must be at least 1")
-    if results.fail_under is not None and not 0 <= results.fail_under <= 1:
-        raise UsageError(f"--fail-under is a rate between 0 and 1, not {results.fail_under}")
-    if request.agent.max_steps is not None and request.agent.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
-    check_live_options(request.where)
+    """REQUEST checked and resolved, each check handed the part of the request it reads (its options'
+    ranges were checked as its parts were made: runner.runs.request)."""
+    work, setup, how, where, results = request.work, request.agent, request.how, request.where, request.results
+    check_live_options(where)
     suite = load_suite(work.suite)
     if work.selection is not None and work.tasks:
         raise UsageError("--tasks and --selection both choose the tasks", fix="give one of them")
@@ -63,10 +62,10 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = suite.select(ids, work.tags)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
-    resolve_toolsets(request.agent.tools)
-    tasks = episode_tasks(request, tasks)
-    agent = request_agent(request, tasks)
-    external_server(request, agent)
+    resolve_toolsets(setup.tools)
+    tasks = episode_tasks(work, tasks)
+    agent = request_agent(setup, tasks)
+    external_server(setup, agent)
     image = image_named(Catalog(settings.images_dir),
                         how.image or named_image(suite, tasks) or get_profile(profile).default_image)
     if image.manifest.profile != profile:
@@ -77,16 +76,16 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     out_dir = (results.out or Path("runs") / f"{suite.name}-{agent.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
     previous = _check_out_dir(out_dir, ResultLog(out_dir), results.resume, suite)
     if previous is not None and (differences := resume_differences(
-            previous, request, agent.name, image.manifest.disk_sha256, [t.id for t in tasks])):
+            previous, request.arguments(), agent.name, image.manifest.disk_sha256, [t.id for t in tasks])):
         raise UsageError(f"--resume would add episodes unlike those of the run in {out_dir}:\n  "
                          + "\n  ".join(differences),
                          fix="resume with the run's own options (its run.json lists them), or start a new run "
                              "with another --out")
     check_free_space(settings.episodes_dir, how.vm_pool * EPISODE_MIN_FREE_BYTES,
                      f"a pool of {how.vm_pool} episode VMs")
-    net = net_settings(request)
+    net = net_settings(how, work.assets)
     tasks, cassettes = _network_ready(settings, tasks, net, named=bool(work.tasks or work.selection))
-    scoring = _host_scoring(settings, request, tasks)
+    scoring = _host_scoring(settings, work, where, tasks)
     if scoring is not None:
         tasks = _scorable(scoring, tasks, named=bool(work.tasks or work.selection))
     return RunPlan(suite, tasks, agent, image, out_dir, previous, scoring, cassettes, net)
@@ -129,12 +128,12 @@ def _network_ready(settings: Settings, tasks: tuple[Task, ...], net: NetSettings
     return tasks, cassettes
 
 
-def _host_scoring(settings: Settings, request: RunRequest, tasks: tuple[Task, ...]) -> HostScoring | None:
+def _host_scoring(settings: Settings, work: Work, where: Where, tasks: tuple[Task, ...]) -> HostScoring | None:
     """Imported tasks: their assets checked and the scoring env made, before any VM starts."""
-    if request.where.cluster and any(t.spec.scoring == "host" for t in tasks):
+    if where.cluster and any(t.spec.scoring == "host" for t in tasks):
         raise UsageError("imported tasks are scored on this machine's scoring env and asset store; a --cluster "
                          "run's episodes are on its hosts", fix="run them without --cluster")
-    return host_scoring.prepare(settings.cache_dir, tasks, request.work.assets, request.work.evaluators, request.work.suite,
+    return host_scoring.prepare(settings.cache_dir, tasks, work.assets, work.evaluators, work.suite,
                                 say=lambda line: print(line, flush=True))
 
 

@@ -36,7 +36,7 @@ from runner.runs.episode_script import EpisodeFault, EpisodeScript, play
 from runner.runs.pool import Episode
 from runner.runs.pool_config import PoolConfig
 from runner.tasks.model import Task
-from runner.runs.vm_supply import VmSupply
+from runner.runs.vm_supply import VmSupply, pool_supply
 from runner.vm.episode import EpisodeVM
 from runner.workers import STOP_GRACE_S, Workers, taking_from
 
@@ -74,7 +74,7 @@ class SlotScheduler:
         self.status = {slot: SlotStatus() for slot in range(pool.vm_pool)}
         self._queue: queue.SimpleQueue[Episode] = queue.SimpleQueue()
         self._stop = stopping or threading.Event()
-        self.vms = vms or VmSupply(host, settings, pool, self._stop, more_work=lambda: not self._queue.empty())
+        self.vms = vms or pool_supply(host, settings, pool, self._stop, more_work=lambda: not self._queue.empty())
         self._attempt = attempt or self._attempt_on_a_vm
         self._intervened: set[tuple[str, int]] = set()
         # Verifier-error controls, once per (task, agent) and run: whether the verifier decides.

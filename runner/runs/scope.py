@@ -24,6 +24,8 @@ from runner.hypervisor.connect import connect_host
 from runner.hypervisor.host import Host
 from runner.images.builders import image_named
 from runner.profiles.catalog import Catalog, Image
+from runner.vm.episode import EpisodeOptions
+from runner.vm.factory import EpisodeVmFactory
 from runner.vm.start_plan import StartPlan, plan_start
 from runner.vm.warm_state import WarmSlot
 from runner.vm.warming import warm_image
@@ -34,7 +36,8 @@ from runner.profiles import GuestProfile
 from runner.vm.admission import Admission, admit, available_mib
 from runner.benchmarks.host_scoring import HostScoring
 from runner.runs.pool_config import PoolConfig
-from runner.runs.request import RunRequest, external_server, net_settings
+from runner.runs.episode_inputs import external_server
+from runner.runs.request import AgentSetup, HowToRun
 from runner.runs.standby import leaves_a_core
 from runner.tasks.model import SafetyRule
 
@@ -73,6 +76,12 @@ class RunScope:
     def vm_pool(self) -> int:
         return self.admission.admitted
 
+    def vm_factory(self, run_id: str) -> EpisodeVmFactory:
+        """How this scope's VMs are made for run RUN_ID: on its host, of its image, under its
+        accelerator (runner.vm.factory)."""
+        return EpisodeVmFactory(self.host, self.image, self.settings, run_id=run_id,
+                                options=EpisodeOptions(accel=self.accel))
+
     def pool_config(self, *, toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, max_steps: int | None = None,
                     suite_rules: tuple[SafetyRule, ...] = (), record: bool = False,
                     mcp_server: ExternalServer | None = None, standby: bool = True,
@@ -87,15 +96,15 @@ class RunScope:
                           standby=standby and leaves_a_core(self.vm_pool), suite_rules=suite_rules, record=record,
                           mcp_server=mcp_server, host_scoring=host_scoring, net=net or NetSettings())
 
-    def pool_for(self, request: RunRequest, agent: Agent, suite_rules: tuple[SafetyRule, ...],
-                 host_scoring: HostScoring | None = None, net: NetSettings | None = None) -> PoolConfig:
-        """The pool a run of REQUEST gets in this scope, with AGENT: on this machine as on a cluster host.
-        HOST_SCORING: the imported tasks' scoring (runner.benchmarks.host_scoring.prepare). NET: the
-        plan's, checked before any VM started; a cluster host, which has no plan, makes it from REQUEST."""
-        return self.pool_config(toolsets=request.agent.tools, max_steps=request.agent.max_steps, suite_rules=suite_rules,
-                                record=request.how.record, mcp_server=external_server(request, agent),
-                                standby=request.how.standby, host_scoring=host_scoring,
-                                net=net if net is not None else net_settings(request))
+    def pool_for(self, setup: AgentSetup, how: HowToRun, agent: Agent, suite_rules: tuple[SafetyRule, ...],
+                 host_scoring: HostScoring | None = None, *, net: NetSettings) -> PoolConfig:
+        """The pool a run gets in this scope, with AGENT (made from SETUP) and its VMs run as HOW says:
+        on this machine as on a cluster host. HOST_SCORING: the imported tasks' scoring
+        (runner.benchmarks.host_scoring.prepare). NET: the run's network settings
+        (runner.runs.episode_inputs.net_settings: the plan's, or a cluster host's own)."""
+        return self.pool_config(toolsets=setup.tools, max_steps=setup.max_steps, suite_rules=suite_rules,
+                                record=how.record, mcp_server=external_server(setup, agent), standby=how.standby,
+                                host_scoring=host_scoring, net=net)
 
     def provenance(self, requested_accel: str, requested_start: str) -> dict:
         """What run.json records of where the run ran (this machine's part)."""

@@ -133,15 +133,12 @@ class Standbys:
         for slot in slots:
             self.discard(slot)
 
-    def destroy_all(self, destroy: Callable[[str], object]) -> None:
+    def kill_all(self) -> None:
         """Kills every standby's domain now (the run is stopping), so a start in progress fails fast."""
         with self._lock:
-            names = [s.vm.name for s in self._by_slot.values() if s.vm is not None]
-        for name in names:
-            try:
-                destroy(name)
-            except InfraError:
-                pass
+            vms = [s.vm for s in self._by_slot.values() if s.vm is not None]
+        for vm in vms:
+            vm.kill()
 
 
 def _make(standby: Standby) -> None:

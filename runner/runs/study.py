@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticUndefined
 from rich.console import Console
 
 from runner.choices import AccelChoice, StartChoice
@@ -30,8 +33,7 @@ from runner.errors import UsageError
 from runner.records.compare import compare_runs
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import PoolOpener
-from runner.mcp.server import DEFAULT_TOOLSETS
-from runner.runs.request import AgentSetup, HowToRun, ResultsTo, RunRequest, Where, Work
+from runner.runs.request import Command, RunRequest, option_named, options_for
 from runner.runs.run import EXIT_INFRA, OpenRun, run_planned, write_json
 from runner.runs.run_plan import plan_run
 
@@ -39,21 +41,32 @@ STUDY_JSON = "study.json"
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
+def study_field(name: str) -> Any:
+    """A study file's field for the run option NAME, with the table's default, range and help
+    (runner.runs.request.RUN_OPTIONS): where the study file takes the option as the request types it."""
+    row = option_named(name)
+    return Field(default=PydanticUndefined if row.required else row.default, ge=row.at_least, le=row.at_most,
+                 description=row.help)
+
+
 class Arm(BaseModel):
+    """An arm of a study: its name, and the run options the table gives an arm (under their study
+    keys), each to the arm's run."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=ARM_NAME)
-    agent: str
-    tools: tuple[str, ...] | None = None  # cu-run's own server's tool sets
-    mcp_server: str | None = None  # an external server's command, per episode ({vnc} filled in)
-    mcp_server_url: str | None = None
-    append_system_prompt: str | None = None  # a file, relative to the study file
-    max_turns: int = Field(default=50, ge=1)
-    timeout_s: int | None = Field(default=None, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
-    agent_cmd: str | None = None
-    agent_script: str = "ui_oracle.yaml"
-    env: dict[str, str] = Field(default_factory=dict)
+    agent: str = study_field("agent")
+    tools: tuple[str, ...] | None = None  # cu-run's own server's tool sets; None: its default ones
+    mcp_server: str | None = study_field("mcp_server")
+    mcp_server_url: str | None = study_field("mcp_server_url")
+    append_system_prompt: str | None = None  # a file holding the appended prompt, relative to the study file
+    max_turns: int = study_field("max_turns")
+    timeout_s: int | None = study_field("timeout_s")
+    max_steps: int | None = study_field("max_steps")
+    agent_cmd: str | None = study_field("agent_cmd")
+    agent_script: str = study_field("agent_script")
+    env: dict[str, str] = Field(default_factory=dict)  # the agent's environment
 
     @model_validator(mode="after")
     def _one_server(self) -> Arm:
@@ -65,16 +78,18 @@ class Arm(BaseModel):
 
 
 class StudyFile(BaseModel):
+    """A study file: the run options the table gives a study file's top level, and the arms."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    suite: str
-    tasks: tuple[str, ...] | None = None
+    suite: str = study_field("suite")
+    tasks: tuple[str, ...] | None = None  # or a selection
     selection: str | None = None  # a selection.yaml, relative to the study file
-    trials: int = Field(default=1, ge=1)
-    vm_pool: int = Field(default=1, ge=1)
-    image: str | None = None
-    accel: AccelChoice = AccelChoice.auto
-    start: StartChoice = StartChoice.auto
+    trials: int = study_field("trials")
+    vm_pool: int = study_field("vm_pool")
+    image: str | None = study_field("image")
+    accel: AccelChoice = study_field("accel")
+    start: StartChoice = study_field("start")
     arms: tuple[Arm, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -120,29 +135,40 @@ def load_study(path: Path) -> Study:
         raise UsageError(f"{path}: {problems}") from exc
 
 
-def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool, where: Where | None = None) -> RunRequest:
-    spec = study.spec
-    prompt = ""
-    if arm.append_system_prompt:
-        prompt_file = study.relative(arm.append_system_prompt)
-        try:
-            prompt = prompt_file.read_text()
-        except OSError as exc:
-            raise UsageError(f"arm {arm.name}: cannot read its append_system_prompt {prompt_file}: {exc.strerror}") from exc
-    return RunRequest(
-        Work(str(study.relative(spec.suite)) if study.relative(spec.suite).is_dir() else spec.suite,
-             tasks=tuple(spec.tasks or ()), trials=spec.trials, timeout_s=arm.timeout_s,
-             selection=study.relative(spec.selection) if spec.selection else None),
-        AgentSetup(arm.agent, agent_cmd=arm.agent_cmd, max_turns=arm.max_turns, agent_script=arm.agent_script,
-                   append_prompt=prompt, agent_env=tuple(sorted(arm.env.items())), tools=arm.tools or DEFAULT_TOOLSETS,
-                   max_steps=arm.max_steps, mcp_server=arm.mcp_server, mcp_server_url=arm.mcp_server_url),
-        HowToRun(vm_pool=spec.vm_pool, image=spec.image, accel=spec.accel, start=spec.start),
-        where or Where(),
-        ResultsTo(out=out_dir / arm.name, resume=resume))
+def arm_request(study: Study, arm: Arm, out_dir: Path, resume: bool, options: Mapping[str, Any] | None = None) -> RunRequest:
+    """ARM's run: the study file's options, the arm's, OPTIONS (the study command's own, by name) and
+    its folder in OUT_DIR, read at the request's edge (RunRequest.of) as the CLI's and the API's are."""
+    given = {**_keyed(study.spec, "study file"), **_keyed(arm, "arm"), **(options or {}),
+             "out": out_dir / arm.name, "resume": resume}
+    # What a study file spells its own way: paths relative to the file, a prompt's file, a mapping.
+    suite = study.relative(study.spec.suite)
+    given["suite"] = str(suite) if suite.is_dir() else study.spec.suite
+    given["tasks"] = study.spec.tasks or ()
+    given["selection"] = study.relative(study.spec.selection) if study.spec.selection else None
+    given["append_prompt"] = _appended_prompt(study, arm)
+    given["agent_env"] = tuple(sorted(arm.env.items()))
+    if not arm.tools:  # none named: cu-run's default tool sets
+        del given["tools"]
+    return RunRequest.of(given.pop("suite"), given.pop("agent"), **given)
+
+
+def _keyed(spec: BaseModel, command: Command) -> dict[str, Any]:
+    """The options the table gives COMMAND (a study file's top level, or an arm), from SPEC by their study keys."""
+    return {row.name: getattr(spec, row.study_key) for row in options_for(command)}
+
+
+def _appended_prompt(study: Study, arm: Arm) -> str:
+    if not arm.append_system_prompt:
+        return ""
+    prompt_file = study.relative(arm.append_system_prompt)
+    try:
+        return prompt_file.read_text()
+    except OSError as exc:
+        raise UsageError(f"arm {arm.name}: cannot read its append_system_prompt {prompt_file}: {exc.strerror}") from exc
 
 
 def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, console: Console,
-              where: Where | None = None, open_pool: PoolOpener = open_local_pool) -> int:
+              options: Mapping[str, Any] | None = None, open_pool: PoolOpener = open_local_pool) -> int:
     """Every arm planned (and so checked) before any VM starts, then run as one pool's runs
     (runner.runs.run.run_planned): interleaved on this machine's slots or a cluster's hosts, each
     arm's run folder written as `cu-run run` writes it; then the comparison."""
@@ -151,7 +177,7 @@ def run_study(settings: Settings, path: Path, out: Path | None, resume: bool, co
     previous = _check_folder(out_dir, study, resume)
     planned = []
     for arm in study.spec.arms:
-        request = arm_request(study, arm, out_dir, resume, where)
+        request = arm_request(study, arm, out_dir, resume, options)
         planned.append((plan_run(settings, request), request))
     private_dir(out_dir)
 

@@ -1,4 +1,7 @@
-"""A pool's VM supply: which VM a slot's episode gets, and what becomes of it after.
+"""A VM supply: which VM an episode gets, and what becomes of it after. Every front end gets its
+VMs from one: a run's pool (pool_supply), the Inspect sandbox (runner.sandbox.task_vms), and
+`vm up`, `mcp` and `check` (runner.runs.session, a supply of one slot). The supply makes each VM
+with the factory it is given (runner.vm.factory), and a test gives it a fake one.
 
 An episode claims a VM for its slot: the slot's standby when it has one (made while the last
 episode ran, runner.runs.standby), else a warm state, its own or a spare whichever is free
@@ -7,6 +10,11 @@ torn down in the background, so the slot's next episode need not wait, or, when 
 standby to start on, kept until that episode's agent starts (QEMU exiting during the next
 setup would slow it on two cores). When an episode's agent starts, the slot's last VM goes and
 its next standby is begun. `drain` waits for every teardown; `stop` kills every VM in flight.
+
+That is a run's start policy, and every front end's. What a front end changes is a named
+option (SupplyOptions), set where that front end makes its supply, with why; a front end whose
+episodes are not bound to slots lets the supply choose one (claim_free), and one that starts the
+VM itself, outside an episode's script, asks `started`.
 
 The races of the pool live here, behind these calls: a warm state is held by its lock from the
 claim until the teardown releases it last, and a cold VM waits for the teardown of the last VM
@@ -17,20 +25,35 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.config import Settings
-from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import InfraError
 from runner.hypervisor.host import Host
-from runner.vm.warm_state import SlotLock, WarmSlot, slot_lock
 from runner.runs.pool_config import PoolConfig
 from runner.runs.standby import Standbys
+from runner.vm.episode import EpisodeOptions, EpisodeVM
+from runner.vm.factory import EpisodeVmFactory, VmFactory
+from runner.vm.warm_state import SlotLock, WarmSlot
 from runner.workers import STOP_GRACE_S
 
 Phase = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SupplyOptions:
+    """How a supply's VMs start. A run's pool takes them from its configuration (pool_supply); the
+    other front ends change a few, each where it makes its supply and saying why."""
+
+    slots: int = 1  # slots 0..slots-1
+    # Slot -> its own warm state. A slot without one boots cold: a run's plan is all warm or all
+    # cold (runner.vm.start_plan.plan_start), the Inspect sandbox's is per slot.
+    warm: Mapping[int, WarmSlot] = field(default_factory=dict)
+    spare_warm: tuple[WarmSlot, ...] = ()  # more warm states, restored while a slot's own is still held
+    standby: bool = True  # with a spare and more work, each slot's next VM made ready ahead
+    cold_after_failed_restore: bool = False  # started(): a warm start that fails is tried once more, cold
 
 
 @dataclass
@@ -38,47 +61,79 @@ class Claim:
     """A slot's VM for one episode: started already (a standby) or not yet, and the phases its
     making took before the episode began (a standby's)."""
 
+    slot: int
     vm: EpisodeVM
     phases: dict[str, float] = field(default_factory=dict)
 
 
+def pool_supply(host: Host, settings: Settings, pool: PoolConfig, stopping: threading.Event,
+                more_work: Callable[[], bool]) -> VmSupply:
+    """A run's pool's supply: its VMs made for the pool's run, image and accelerator, and started
+    as its configuration says (warm states, spares, standbys)."""
+    make_vm = EpisodeVmFactory(host, pool.image, settings, run_id=pool.run_id, options=EpisodeOptions(accel=pool.accel))
+    options = SupplyOptions(slots=pool.vm_pool, warm=pool.warm, spare_warm=pool.spare_warm, standby=pool.standby)
+    return VmSupply(make_vm, options, stopping, more_work)
+
+
 class VmSupply:
-    def __init__(self, host: Host, settings: Settings, pool: PoolConfig, stopping: threading.Event,
-                 more_work: Callable[[], bool]) -> None:
-        """STOPPING: the run's stop; MORE_WORK(): whether episodes are still to come (a standby
-        is made only then)."""
-        self.host = host
-        self.settings = settings
-        self.pool = pool
-        self._stopping = stopping
+    def __init__(self, make_vm: VmFactory, options: SupplyOptions, stopping: threading.Event | None = None,
+                 more_work: Callable[[], bool] = lambda: False) -> None:
+        """MAKE_VM: how a VM is made; STOPPING: the run's stop; MORE_WORK(): whether episodes are
+        still to come (a standby is made only then)."""
+        self.options = options
+        self._make_vm = make_vm
+        self._stopping = stopping or threading.Event()
         self._more_work = more_work
         self._active: dict[int, EpisodeVM] = {}
+        self._busy: set[int] = set()  # slots claimed and not yet given back
+        self._busy_lock = threading.Lock()  # claim_free chooses and takes a slot at once
         self._teardowns: list[threading.Thread] = []
         self._teardowns_lock = threading.Lock()  # slots add to the list while drain() reads it
         self._standbys = Standbys()
-        self._last_vm: dict[int, tuple[EpisodeVM, Path]] = {}
+        self._last_vm: dict[int, tuple[EpisodeVM, Path | None]] = {}
 
     # -- an episode's VM
 
-    def claim(self, slot: int, artifacts: Path, phase: Phase = lambda _p: None) -> Claim:
+    def claim(self, slot: int, artifacts: Path | None, phase: Phase = lambda _p: None) -> Claim:
         """SLOT's VM for an episode whose folder is ARTIFACTS; PHASE is told what the slot waits
         for: its standby, a restore or a boot (which then happens in the episode's start)."""
-        if self._standbys.has(slot):
-            phase("standby")
-        vm, waited = self._standbys.take(slot, self._stopping)
-        if vm is not None:
-            vm.artifacts = artifacts
-            # Made before this episode began: its start is not part of this episode's time.
-            claim = Claim(vm, {f"standby_{k}": v for k, v in vm.timings.phases.items()})
-            claim.phases["standby_wait"] = round(waited, 3)
-        else:
-            self._tear_down_last(slot)  # it may hold the warm state this start needs
-            warm, warm_lock = self._claim_warm(slot)
-            phase("restore" if warm else "boot")
-            claim = Claim(self._new_vm(slot, warm, warm_lock, artifacts=artifacts))
+        with self._busy_lock:
+            self._busy.add(slot)
+        return self._claim(slot, artifacts, phase)
+
+    def claim_free(self, artifacts: Path | None, phase: Phase = lambda _p: None) -> Claim:
+        """As claim, in a slot no episode holds, for a front end whose episodes are not bound to
+        slots (the Inspect sandbox: a sample takes whichever slot is free). A slot with its own
+        warm state comes first: a cold boot is ~13 times slower under TCG. The caller admits no
+        more episodes at once than there are slots."""
+        with self._busy_lock:
+            free = [s for s in range(self.options.slots) if s not in self._busy]
+            if not free:
+                raise RuntimeError(f"all {self.options.slots} slots are claimed: an episode past them must wait")
+            slot = min(free, key=lambda s: (s not in self.options.warm, s))
+            self._busy.add(slot)
+        return self._claim(slot, artifacts, phase)
+
+    def started(self, claim: Claim, notice: Callable[[str], None] = lambda _line: None) -> EpisodeVM:
+        """CLAIM's VM, started (a standby's already is), for a front end that starts it outright;
+        a run's episode starts it in its script (runner.runs.episode_script.play), where a failed
+        start is blamed and retried. A start that fails has torn itself down, keeping its
+        artifacts, and raises: the caller gives the slot back. With cold_after_failed_restore, a
+        warm start that fails is tried once more cold, said through NOTICE; CLAIM then holds the
+        cold VM."""
+        if claim.vm.started:
+            return claim.vm
+        try:
+            claim.vm.start()
+        except InfraError as exc:
+            if claim.vm.warm is None or not self.options.cold_after_failed_restore:
+                raise
+            notice(f"slot {claim.slot}: the warm restore failed ({exc}); booting cold")
+            claim.vm = self._new_vm(claim.slot, None, None, artifacts=claim.vm.artifacts)
+            self._active[claim.slot] = claim.vm
             self._wait_for_teardown_of(claim.vm.name)
-        self._active[slot] = claim.vm
-        return claim
+            claim.vm.start()
+        return claim.vm
 
     def agent_started(self, slot: int) -> None:
         """SLOT's episode reached its agent: the slot's last VM goes now, sharing the cores with
@@ -86,10 +141,11 @@ class VmSupply:
         freeing = self._tear_down_last(slot)
         self._prepare_standby(slot, after=freeing)
 
-    def give_back(self, slot: int, vm: EpisodeVM, artifacts: Path, *, torn_down: bool) -> None:
-        """SLOT's episode on VM ended. TORN_DOWN: it was torn down already (an episode that
-        failed, or a start that did); else it goes in the background, or waits for the next
-        episode's agent when the slot has a standby to start on."""
+    def give_back(self, slot: int, vm: EpisodeVM, artifacts: Path | None, *, torn_down: bool) -> None:
+        """SLOT's episode on VM ended, and the slot is free. TORN_DOWN: VM was torn down already
+        (an episode that failed, or a start that did); else it goes in the background (a failed
+        teardown noted in ARTIFACTS), or waits for the next episode's agent when the slot has a
+        standby to start on."""
         try:
             self._tear_down_last(slot)  # when this episode's agent never started
             if not torn_down:
@@ -99,6 +155,8 @@ class VmSupply:
                     self._teardown_later(vm, artifacts)
         finally:
             self._active.pop(slot, None)
+            with self._busy_lock:
+                self._busy.discard(slot)
 
     def active(self, slot: int) -> EpisodeVM | None:
         """The VM SLOT's episode runs on now, or None between episodes."""
@@ -113,12 +171,9 @@ class VmSupply:
 
     def stop(self) -> None:
         """The run is ending: every VM in flight is killed, so blocked calls on it return."""
-        self._standbys.destroy_all(self.host.destroy)
+        self._standbys.kill_all()
         for vm in [*self._active.values(), *(last for last, _dir in list(self._last_vm.values()))]:
-            try:
-                self.host.destroy(vm.name)
-            except InfraError:
-                pass
+            vm.kill()
 
     def drain(self, timeout: float = STOP_GRACE_S) -> None:
         """Waits for the teardowns still running in the background: nothing is left behind."""
@@ -142,22 +197,48 @@ class VmSupply:
         left += [f"standby VM {name}" for name in self._standbys.names()]
         return left
 
+    # -- claims
+
+    def _claim(self, slot: int, artifacts: Path | None, phase: Phase) -> Claim:
+        """SLOT's VM, the slot already marked claimed; unmarked again when no VM comes of it."""
+        try:
+            if self._standbys.has(slot):
+                phase("standby")
+            vm, waited = self._standbys.take(slot, self._stopping)
+            if vm is not None:
+                vm.artifacts = artifacts
+                # Made before this episode began: its start is not part of this episode's time.
+                claim = Claim(slot, vm, {f"standby_{k}": v for k, v in vm.timings.phases.items()})
+                claim.phases["standby_wait"] = round(waited, 3)
+            else:
+                self._tear_down_last(slot)  # it may hold the warm state this start needs
+                warm, warm_lock = self._claim_warm(slot)
+                phase("restore" if warm else "boot")
+                claim = Claim(slot, self._new_vm(slot, warm, warm_lock, artifacts=artifacts))
+                self._wait_for_teardown_of(claim.vm.name)
+        except BaseException:
+            with self._busy_lock:
+                self._busy.discard(slot)
+            raise
+        self._active[slot] = claim.vm
+        return claim
+
     # -- warm states
 
     def _claim_warm(self, slot: int) -> tuple[WarmSlot | None, SlotLock | None]:
         """The warm state SLOT restores, already held, and its lock: the slot's own when it is
         free, else a spare (the own one is still being torn down). With none free, (own, None):
         the episode waits for its own slot's lock in its start."""
-        return self._free_warm(slot) or (self.pool.warm.get(slot), None)
+        return self._free_warm(slot) or (self.options.warm.get(slot), None)
 
     def _free_warm(self, slot: int) -> tuple[WarmSlot, SlotLock] | None:
         """SLOT's own warm state or a spare, whichever is free first, held; None when none is
         (or the pool has no spares, when the own one is the only choice)."""
-        own = self.pool.warm.get(slot)
-        if own is None or not self.pool.spare_warm:
+        own = self.options.warm.get(slot)
+        if own is None or not self.options.spare_warm:
             return None
-        for candidate in (own, *self.pool.spare_warm):
-            lock = slot_lock(self.pool.image, candidate.state.slot)
+        for candidate in (own, *self.options.spare_warm):
+            lock = candidate.lock()
             if lock.try_acquire():
                 return candidate, lock
         return None
@@ -166,7 +247,7 @@ class VmSupply:
         """Makes SLOT's next VM ready in the background when there is more work and a warm state
         free for it, or freed by AFTER, the last VM's teardown: then every episode after a slot's
         first starts on a standby."""
-        if not self.pool.standby or not self._more_work() or self._stopping.is_set():
+        if not self.options.standby or not self._more_work() or self._stopping.is_set():
             return
 
         def make() -> EpisodeVM | None:
@@ -179,10 +260,8 @@ class VmSupply:
 
     def _new_vm(self, slot: int, warm: WarmSlot | None, warm_lock: SlotLock | None,
                 artifacts: Path | None = None) -> EpisodeVM:
-        """An (unstarted) VM of this pool's for SLOT; ARTIFACTS: its episode's folder, once known."""
-        return EpisodeVM(self.host, self.pool.image, self.settings, run_id=self.pool.run_id, slot=slot,
-                         options=EpisodeOptions(accel=self.pool.accel), artifacts=artifacts, warm=warm,
-                         warm_lock=warm_lock)
+        """An (unstarted) VM of this supply's for SLOT; ARTIFACTS: its episode's folder, once known."""
+        return self._make_vm(slot, warm=warm, warm_lock=warm_lock, artifacts=artifacts)
 
     # -- teardown
 
@@ -202,12 +281,12 @@ class VmSupply:
         for thread in pending:
             thread.join()
 
-    def _teardown_later(self, vm: EpisodeVM, artifacts: Path) -> threading.Thread:
+    def _teardown_later(self, vm: EpisodeVM, artifacts: Path | None) -> threading.Thread:
         """Tears VM down in the background, so the slot's next episode need not wait for it. A
         teardown that fails is logged and noted in the episode folder; gc collects what it left."""
         def teardown() -> None:
             failed = vm.teardown()
-            if failed:
+            if failed and artifacts is not None:
                 try:
                     (artifacts / "teardown-error.txt").write_text("\n".join(failed) + "\n")
                 except OSError:

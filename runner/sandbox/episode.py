@@ -133,14 +133,19 @@ class SandboxEpisode:
     def live_url(self) -> str | None:
         return self._live.url if self._live is not None else None
 
-    def close(self, interrupted: bool) -> None:
-        """Keeps the artifacts and removes the VM, however the sample ended."""
+    def finish(self) -> None:
+        """The sample ended: its live view and network closed, its artifacts kept. The VM stays,
+        for whoever gives it back (runner.sandbox.task_vms)."""
         if self._live is not None:
             self._live.close()
         self._network.close()  # its proxy's log is the episode's: it stays in the artifacts
+        if self.vm.started:
+            self.vm.capture_artifacts(self.ep_dir)
+
+    def close(self, interrupted: bool) -> None:
+        """Finishes the episode and removes its VM, however the sample ended."""
         try:
-            if self.vm.started:
-                self.vm.capture_artifacts(self.ep_dir)
+            self.finish()
         finally:
             self.vm.teardown(interrupted=interrupted)
 

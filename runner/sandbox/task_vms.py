@@ -1,6 +1,11 @@
 """The VMs of one Inspect task's samples on this host: the run scope opened at the task's start,
-the slots its samples take, and each sample's episode started in one (warm, or cold when the
-warm restore fails).
+and a VM supply over its slots (runner.runs.vm_supply), from which each sample claims a VM and to
+which it gives the VM back, as a run's episode does.
+
+The supply starts them as a run's pool does: its own warm state or a cold boot, waiting for the
+slot's last VM, which is torn down in the background. Where the sandbox differs, it is one of the
+supply's options, set in `open` below with why: each slot starts its own way, a sample takes a
+free slot (a warm one first), no standbys, and a warm start that fails is tried once more cold.
 
 Admission decides how many slots there are: a sample past them waits for one, whatever
 Inspect's --max-sandboxes says (the provider tells the user once when the two differ).
@@ -19,9 +24,9 @@ from pydantic import BaseModel
 from runner.agents.base import Agent, AgentResult
 from runner.choices import AccelChoice, StartChoice
 from runner.config import Settings
-from runner.vm.episode import EpisodeOptions, EpisodeVM
-from runner.errors import InfraError, UsageError
+from runner.errors import UsageError
 from runner.runs.episode_script import EpisodeScript
+from runner.runs.vm_supply import SupplyOptions, VmSupply
 from runner.vm.start_plan import usable_warm_slots
 from runner.runs.scope import RunScope, ScopeRequest, new_run_id, open_scope
 from runner.sandbox.episode import SandboxEpisode
@@ -58,9 +63,8 @@ class TaskVMs:
     options: CuRunSandboxConfig
     scope: RunScope
     stack: ExitStack
-    warm: dict = field(default_factory=dict)  # slot -> its usable warm state (runner.vm.warm_state.WarmSlot)
-    run_id: str = field(default_factory=new_run_id)
-    _free: list[int] = field(default_factory=list)
+    supply: VmSupply
+    run_id: str
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _suites: dict[str, Suite] = field(default_factory=dict)
     _started: int = 0
@@ -88,7 +92,16 @@ class TaskVMs:
         except BaseException:
             stack.close()
             raise
-        return cls(settings, options, scope, stack, warm=warm, _free=list(range(scope.vm_pool)))
+        run_id = new_run_id()
+        # What differs from a run's pool, and why:
+        # - warm: per slot (above), so the slots a user warmed start warm whatever the rest;
+        # - no spares: the slots are as many as the host's memory holds, so none fits beside them;
+        # - no standby: a sandbox does not know whether another sample comes to start on it;
+        # - cold_after_failed_restore: a sample's start is not retried as a run's is (an infra
+        #   error gets a fresh VM there), so a warm state that fails costs a cold boot, not the sample.
+        supply = VmSupply(scope.vm_factory(run_id), SupplyOptions(
+            slots=scope.vm_pool, warm=warm, standby=False, cold_after_failed_restore=options.start != "warm"))
+        return cls(settings, options, scope, stack, supply, run_id)
 
     @property
     def slots(self) -> int:
@@ -103,15 +116,13 @@ class TaskVMs:
         METADATA names set up on it; returns the episode and its slot."""
         task = self._task(metadata)
         with self._lock:
-            # A warm slot first: a cold boot is ~13 times slower under TCG.
-            slot = min(self._free, key=lambda s: (s not in self.warm, s))
-            self._free.remove(slot)
             self._started += 1
             number = self._started
+        ep_dir = self.artifacts / self.run_id / f"{number:04d}-{task.id if task else 'desktop'}"
+        ep_dir.mkdir(parents=True, exist_ok=True)
+        claim = self.supply.claim_free(ep_dir)
         try:
-            ep_dir = self.artifacts / self.run_id / f"{number:04d}-{task.id if task else 'desktop'}"
-            ep_dir.mkdir(parents=True, exist_ok=True)
-            vm = self._start_vm(slot, ep_dir, notice)
+            vm = self.supply.started(claim, notice)  # a start that fails keeps its artifacts and tears itself down
             try:
                 script = (EpisodeScript(self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety),
                                         vm, task, InspectAgent(), ep_dir) if task is not None else None)
@@ -120,56 +131,43 @@ class TaskVMs:
                 if self.options.live:
                     notice(f"live: {episode.serve_live()} ({vm.name})")
                 with self._lock:
-                    self._episodes[slot] = episode
+                    self._episodes[claim.slot] = episode
             except BaseException:
                 vm.capture_artifacts(ep_dir)
                 vm.teardown()
                 raise
         except BaseException:
-            self.give_back(slot)
+            self.supply.give_back(claim.slot, claim.vm, ep_dir, torn_down=True)
             raise
-        return episode, slot
+        self.supply.agent_started(claim.slot)  # Inspect's solver is the agent, and it starts now
+        return episode, claim.slot
 
     def end_episode(self, slot: int, interrupted: bool) -> None:
-        """Tears SLOT's episode down (its artifacts kept) and frees the slot, however it goes."""
+        """Ends SLOT's episode (its artifacts kept) and gives its VM back, however it goes: torn
+        down in the background, as a run's is, or at once when the sample was interrupted (Inspect
+        may be ending, and the process with it)."""
         with self._lock:
             episode = self._episodes.pop(slot, None)
+        if episode is None:
+            return
         try:
-            if episode is not None:
-                episode.close(interrupted)
+            episode.finish()
         finally:
-            self.give_back(slot)
-
-    def give_back(self, slot: int) -> None:
-        with self._lock:
-            if slot not in self._free:
-                self._free.append(slot)
+            if interrupted:
+                episode.vm.teardown(interrupted=True)
+            self.supply.give_back(slot, episode.vm, episode.ep_dir, torn_down=interrupted)
 
     def close(self) -> None:
-        """Ends what episodes are left (a sample whose cleanup never came), then the scope."""
+        """Ends what episodes are left (a sample whose cleanup never came), waits for every VM's
+        teardown, then closes the scope."""
         try:
-            for slot in list(self._episodes):
-                self.end_episode(slot, interrupted=True)
+            try:
+                for slot in list(self._episodes):
+                    self.end_episode(slot, interrupted=True)
+            finally:
+                self.supply.drain()
         finally:
             self.stack.close()
-
-    def _start_vm(self, slot: int, ep_dir: Path, notice: Callable[[str], None]) -> EpisodeVM:
-        scope = self.scope
-        warm = self.warm.get(slot)
-
-        def started(warm_slot) -> EpisodeVM:
-            vm = EpisodeVM(scope.host, scope.image, self.settings, run_id=self.run_id, slot=slot,
-                           options=EpisodeOptions(accel=scope.accel), artifacts=ep_dir, warm=warm_slot)
-            vm.start()  # a start that fails keeps its artifacts and tears itself down
-            return vm
-
-        try:
-            return started(warm)
-        except InfraError as exc:
-            if warm is None or self.options.start == "warm":
-                raise
-            notice(f"slot {slot}: the warm restore failed ({exc}); booting cold")
-            return started(None)
 
     def _task(self, metadata: dict) -> Task | None:
         """The cu-run task a sample's metadata names (cu_run_suite, cu_run_task), or None."""

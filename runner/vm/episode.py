@@ -1,6 +1,7 @@
 """One episode's VM: overlay, domain, shell and screen, and their teardown on every path.
 
-    with EpisodeVM(host, image, settings, run_id="r1", slot=0, accel="tcg") as vm:
+    make_vm = EpisodeVmFactory(host, image, settings, run_id="r1")  # runner.vm.factory: the one maker
+    with make_vm(slot=0) as vm:
         vm.shell.run("uname -a")
         vm.display.screenshot()
 
@@ -33,7 +34,7 @@ from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
 from runner.vm.domain import EPISODE_NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, GuestProfile, ShellEndpoint
-from runner.vm.warm_state import SlotLock, WarmSlot, slot_lock, warm_identity
+from runner.vm.warm_state import SlotLock, WarmSlot, warm_identity
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class EpisodeVM:
             # The slot's fixed domain name and folder are this episode's only while it holds the slot.
             lock = self._warm_lock
             if lock is None:
-                lock = slot_lock(self.image, self.warm.state.slot)
+                lock = self.warm.lock()
                 lock.acquire(timeout=WARM_SLOT_WAIT)
             self._undo.append(("release warm slot", lock.release))
         owner = self._make_workdir()
@@ -432,6 +433,15 @@ class EpisodeVM:
                 (dest / "last-screen.png").write_bytes(self._display.screenshot())
         except Exception as exc:  # noqa: BLE001 - artifacts are best effort; teardown must still run
             log.warning("could not keep all artifacts of %s: %s", self.name, exc)
+
+    def kill(self) -> None:
+        """Destroys the domain now, whoever is using it (a run that stops): calls blocked on the
+        guest fail at once, and teardown still undoes the rest. Never raises: with libvirt gone
+        too, the start or the teardown fails on its own, and gc finds what is left."""
+        try:
+            self.host.destroy(self.name)
+        except InfraError:
+            pass
 
     def teardown(self, interrupted: bool = False) -> list[str]:
         """Undoes everything start() did, newest first; returns what failed. Idempotent."""

@@ -110,10 +110,19 @@ class WarmSlot:
     def bytes(self) -> int:
         return self.state.ram_bytes + self.state.base_bytes
 
+    def lock(self) -> SlotLock:
+        """The lock of this state's slot, slot_lock's: held by whoever runs the slot's domain."""
+        return _lock_beside(self.folder, f"{self.state.image}-{self.state.slot}")
+
 
 def slot_lock(image: Image, slot: int) -> SlotLock:
-    warm_root(image).mkdir(parents=True, exist_ok=True)
-    return SlotLock(warm_root(image) / f"slot-{slot}.lock", f"{image.name}-{slot}")
+    return _lock_beside(slot_folder(image, slot), f"{image.name}-{slot}")
+
+
+def _lock_beside(folder: Path, name: str) -> SlotLock:
+    """The lock of the slot whose folder is FOLDER (made or not): slot-<i>.lock beside it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return SlotLock(folder.with_name(f"{folder.name}.lock"), name)
 
 
 def load_slot(image: Image, slot: int) -> WarmSlot | None:

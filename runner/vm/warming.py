@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from runner.profiles.catalog import Image
-from runner.vm.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, EpisodeVM, check_free_space
+from runner.vm.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, check_free_space
+from runner.vm.factory import EpisodeVmFactory
 from runner.errors import InfraError, UsageError
 from runner.guest.agent import GuestAgent
 from runner.hypervisor.domain_xml import Accel
@@ -156,8 +157,8 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
             (scratch / WARMING_OWNER_FILE).write_text(json.dumps({"owner_pid": owner.pid, "owner_start": owner.start}))
             started = time.monotonic()
             progress(f"slot {slot}: booting under {accel.upper()} to the desktop")
-            vm = EpisodeVM(host, image, settings, run_id="warm", slot=slot, options=EpisodeOptions(accel=accel),
-                           identity=warm_identity(image, slot))
+            make_vm = EpisodeVmFactory(host, image, settings, run_id="warm", options=EpisodeOptions(accel=accel))
+            vm = make_vm(slot, identity=warm_identity(image, slot))
             with vm:
                 if image.manifest.guest_agent:
                     # restored episodes expect it answering, on the desktop user's channel as the agent's tools ask

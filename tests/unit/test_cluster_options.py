@@ -1,7 +1,8 @@
 """A cluster run honours every run option that changes an episode, exactly as a run on this machine
 does: the driver sends its RunRequest whole (RunOrder.of), and a host builds its episodes' agent,
-tasks and pool with the functions a local run uses. Without Ray: the order is pickled and unpickled
-as Ray would carry it, and the host runs on libvirt's test:///default driver with a fake image."""
+tasks and pool with the functions a local run uses (runner.runs.episode_inputs, scope.pool_for).
+Without Ray: the order is pickled and unpickled as Ray would carry it, and the host runs on
+libvirt's test:///default driver with a fake image."""
 
 from __future__ import annotations
 
@@ -16,23 +17,18 @@ from runner.cluster.host_service import HostService, RunOrder
 from runner.config import Settings
 from runner.hypervisor.accel import AccelProbe
 from runner.runs import scope as scope_module
-from runner.runs.request import RunRequest, episode_tasks, request_agent
+from runner.runs.episode_inputs import episode_tasks, net_settings, request_agent
+from runner.runs.request import RUN_OPTIONS, RunRequest
 from runner.runs.run_plan import plan_run
 from runner.runs.scope import ScopeRequest, make_scope
 from runner.hypervisor.libvirt_host import LibvirtHost
 from test_catalog import make_image
 
-# Every run option (RunRequest.options) that changes what an episode does, set away from its default.
+# Every run option that changes what an episode does (the table's `episode` column:
+# runner.runs.request.RUN_OPTIONS), set away from its default.
 CHANGED = dict(agent="command", agent_cmd="/bin/true --flag", agent_env=(("LAB_GATEWAY", "http://10.0.0.9"),),
                timeout_s=77, tools=("screen", "keyboard"), max_steps=9, max_turns=7, record=True,
                standby=False, agent_script="ui_other.yaml", mcp_server=None, net="record")
-# Those that change how the run is driven, not an episode: a host never needs them.
-NOT_EPISODE = {"suite", "tasks", "vm_pool", "trials", "out", "resume", "fail_under", "image", "accel", "start", "gate",
-               "cluster", "selection", "live", "live_port", "live_host", "live_control", "tags",
-               # imported tasks' scoring: a cluster run refuses host-scored tasks (run_plan._host_scoring)
-               "assets", "evaluators",
-               # how a resume checks the run's tasks (tasks select's walk), before any episode
-               "adds_tasks"}
 
 
 def host_image(cache: Path) -> None:
@@ -61,7 +57,8 @@ def what_an_episode_gets(scheduler, tasks) -> dict:
 def test_every_option_that_changes_an_episode_is_one_the_test_sets():
     # The command agent takes no appended prompt and no model (claude and codex do); the whole request
     # reaches a host, so they travel as the others do.
-    assert set(RunRequest.of("s", "nop").options()) - NOT_EPISODE - set(CHANGED) - {"net_hosts"} == {
+    episode = {row.name for row in RUN_OPTIONS if row.episode}
+    assert episode - set(CHANGED) - {"net_hosts"} == {
         "append_prompt", "mcp_server_url", "model"}  # net_hosts: a file, which the test below writes
 
 
@@ -79,9 +76,10 @@ def test_a_cluster_host_builds_the_episodes_a_local_run_builds(tmp_path, no_prob
     local_host = LibvirtHost("test:///default")
     try:
         scope = make_scope(settings, ScopeRequest(plan.image.name, start="cold", vm_pool=1), local_host)
-        local_tasks = episode_tasks(request, plan.tasks)
-        local_agent = request_agent(request, local_tasks)
-        local = scope.pool_for(request, local_agent, plan.suite.safety)
+        local_tasks = episode_tasks(request.work, plan.tasks)
+        local_agent = request_agent(request.agent, local_tasks)
+        local = scope.pool_for(request.agent, request.how, local_agent, plan.suite.safety,
+                               net=net_settings(request.how, request.work.assets))
     finally:
         local_host.close()
 

@@ -57,7 +57,7 @@ def test_a_resume_unlike_the_run_is_refused_naming_the_difference(tmp_path, chan
 
 def test_another_image_is_named_by_its_sha256():
     previous = {"agent": {"name": "oracle"}, "image": {"sha256": "a" * 64}, "suite": {"tasks": ["t"]}, "arguments": {}}
-    found = resume_differences(previous, RunRequest.of("s", "oracle"), "oracle", "b" * 64, ["t"])
+    found = resume_differences(previous, RunRequest.of("s", "oracle").arguments(), "oracle", "b" * 64, ["t"])
     assert found == [f"image: sha256 {'a' * 16}... then, {'b' * 16}... now"]
 
 

@@ -1,51 +1,18 @@
 """Standby VMs (runner.runs.standby): a slot's next VM made ready in the background, handed to
 the next episode once, and never left behind. FakeVm stands in for EpisodeVM: it records what
-was done to it."""
+was done to it; through the supply, its factory makes them (tests/fakes/episode_vms.py)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from types import SimpleNamespace
 
 from runner.errors import GuestUnreachable, InfraError
 import pytest
 
-from runner.runs import vm_supply
-from runner.runs.pool_config import PoolConfig
+from fakes.episode_vms import FakeVm, FakeVmFactory, fake_warm
 from runner.runs.standby import Standbys
-from runner.runs.vm_supply import VmSupply
-
-
-class FakeVm:
-    def __init__(self, name="cu-warm-0", *, fail_start=None, fail_warm_up=None, gone_later=None,
-                 hold: threading.Event | None = None):
-        self.name = name
-        self.done: list[str] = []
-        self.timings = SimpleNamespace(phases={"restore": 0.5})
-        self._fail_start, self._fail_warm_up, self._gone_later, self._hold = fail_start, fail_warm_up, gone_later, hold
-
-    def start(self):
-        if self._hold is not None:
-            self._hold.wait(5)
-        self.done.append("start")
-        if self._fail_start:
-            self.done.append("teardown")  # as EpisodeVM.start does on failure
-            raise self._fail_start
-
-    def warm_up(self):
-        self.done.append("warm_up")
-        if self._fail_warm_up:
-            raise self._fail_warm_up
-
-    def still_ready(self):
-        self.done.append("still_ready")
-        if self._gone_later:
-            raise self._gone_later
-
-    def teardown(self):
-        self.done.append("teardown")
-        return []
+from runner.runs.vm_supply import SupplyOptions, VmSupply
 
 
 def test_the_next_episode_gets_a_started_and_warmed_vm_once():
@@ -116,39 +83,21 @@ def test_an_unused_standby_is_torn_down_once_made():
 # -- through the VM supply (runner.runs.vm_supply)
 
 
-def warm(slot: int):
-    return SimpleNamespace(state=SimpleNamespace(slot=slot))
-
-
-def supply(tmp_path, spares: tuple, *, standby: bool = True, more_work: bool = True) -> VmSupply:
-    image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
-    config = PoolConfig(image=image, accel="tcg", vm_pool=1, run_id="t", warm={0: warm(0)}, spare_warm=spares,
-                        standby=standby)
-    return VmSupply(host=None, settings=None, pool=config, stopping=threading.Event(), more_work=lambda: more_work)
-
-
-class FakeEpisodeVm(FakeVm):
-    """Stands in for the EpisodeVM the supply constructs: it keeps the warm state and lock it was
-    given, and its teardown releases that lock, as EpisodeVM's does last."""
-
-    def __init__(self, *_args, warm, warm_lock, artifacts=None, **_kwargs):
-        super().__init__(f"cu-warm-{warm.state.slot}")
-        self.warm, self.warm_lock, self.artifacts = warm, warm_lock, artifacts
-
-    def teardown(self):
-        if self.warm_lock is not None:
-            self.warm_lock.release()
-        return super().teardown()
+@pytest.fixture
+def warm(tmp_path):
+    return lambda slot: fake_warm(tmp_path, slot)
 
 
 @pytest.fixture
-def fake_vms(tmp_path, monkeypatch):
-    monkeypatch.setattr("runner.vm.warm_state.warm_root", lambda image: tmp_path / "warm")
-    monkeypatch.setattr(vm_supply, "EpisodeVM", FakeEpisodeVm)
+def supply(warm):
+    def make(spares: tuple, *, standby: bool = True, more_work: bool = True) -> VmSupply:
+        options = SupplyOptions(slots=1, warm={0: warm(0)}, spare_warm=spares, standby=standby)
+        return VmSupply(FakeVmFactory(), options, threading.Event(), more_work=lambda: more_work)
+    return make
 
 
-def test_a_slot_gets_a_standby_made_on_a_spare_while_it_holds_its_own(tmp_path, fake_vms):
-    vms = supply(tmp_path, (warm(1),))
+def test_a_slot_gets_a_standby_made_on_a_spare_while_it_holds_its_own(tmp_path, supply, warm):
+    vms = supply((warm(1),))
     first = vms.claim(0, tmp_path)
     assert first.vm.warm.state.slot == 0 and first.vm.done == []  # unstarted: its episode starts it
     vms.agent_started(0)  # the standby is begun while this episode's agent works
@@ -167,9 +116,9 @@ def test_a_slot_gets_a_standby_made_on_a_spare_while_it_holds_its_own(tmp_path, 
 
 @pytest.mark.parametrize("spares, standby, more_work", [((), True, True), ((1,), False, True), ((1,), True, False)],
                          ids=["no spare", "turned off", "no more work"])
-def test_no_standby_without_a_spare_when_turned_off_or_without_more_work(tmp_path, fake_vms, spares, standby,
+def test_no_standby_without_a_spare_when_turned_off_or_without_more_work(tmp_path, supply, warm, spares, standby,
                                                                         more_work):
-    vms = supply(tmp_path, tuple(warm(s) for s in spares), standby=standby, more_work=more_work)
+    vms = supply(tuple(warm(s) for s in spares), standby=standby, more_work=more_work)
     first = vms.claim(0, tmp_path)
     vms.agent_started(0)
     vms.give_back(0, first.vm, tmp_path, torn_down=False)
@@ -180,8 +129,8 @@ def test_no_standby_without_a_spare_when_turned_off_or_without_more_work(tmp_pat
     assert first.vm.done == ["teardown"]
 
 
-def test_a_slots_last_vm_is_torn_down_when_the_slot_ends(tmp_path, fake_vms):
-    vms = supply(tmp_path, (warm(1),))
+def test_a_slots_last_vm_is_torn_down_when_the_slot_ends(tmp_path, supply, warm):
+    vms = supply((warm(1),))
     first = vms.claim(0, tmp_path)
     vms.agent_started(0)
     vms.give_back(0, first.vm, tmp_path, torn_down=False)  # kept for the next agent's start

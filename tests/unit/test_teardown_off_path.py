@@ -10,37 +10,31 @@ from types import SimpleNamespace
 
 import pytest
 
+from fakes.episode_vms import FakeVmFactory, fake_warm
 from runner.agents.builtin import NopAgent
-from runner.runs import vm_supply
 from runner.runs.pool_config import PoolConfig
 from runner.runs.scheduler import SlotScheduler
-from runner.runs.vm_supply import VmSupply
-
-
-def warm(slot: int):
-    return SimpleNamespace(state=SimpleNamespace(slot=slot))
-
-
-def config(tmp_path, own: dict, spares: tuple) -> PoolConfig:
-    image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
-    return PoolConfig(image=image, accel="tcg", vm_pool=max(1, len(own)), run_id="t", warm=own, spare_warm=spares)
-
-
-class FakeEpisodeVm:
-    """Stands in for the (unstarted) EpisodeVM the supply constructs: what it was given."""
-
-    def __init__(self, *_args, warm, warm_lock, artifacts=None, **_kwargs):
-        self.name, self.warm, self.warm_lock, self.artifacts = f"cu-warm-{warm.state.slot}", warm, warm_lock, artifacts
+from runner.runs.vm_supply import SupplyOptions, VmSupply
 
 
 @pytest.fixture
-def fake_vms(tmp_path, monkeypatch):
-    monkeypatch.setattr("runner.vm.warm_state.warm_root", lambda image: tmp_path / "warm")
-    monkeypatch.setattr(vm_supply, "EpisodeVM", FakeEpisodeVm)
+def warm(tmp_path):
+    return lambda slot: fake_warm(tmp_path, slot)
 
 
-def test_a_slot_takes_a_spare_while_its_own_state_is_still_held(tmp_path, fake_vms):
-    vms = VmSupply(None, None, config(tmp_path, {0: warm(0)}, (warm(1), warm(2))), threading.Event(), lambda: False)
+def config(tmp_path) -> PoolConfig:
+    image = SimpleNamespace(name="img", path=lambda *_: tmp_path)
+    return PoolConfig(image=image, accel="tcg", vm_pool=1, run_id="t")
+
+
+def supply(own: dict, spares: tuple = ()) -> VmSupply:
+    """A supply whose VMs are made by a fake factory (unstarted: what each was given)."""
+    return VmSupply(FakeVmFactory(), SupplyOptions(slots=max(1, len(own)), warm=own, spare_warm=spares),
+                    threading.Event(), lambda: False)
+
+
+def test_a_slot_takes_a_spare_while_its_own_state_is_still_held(tmp_path, warm):
+    vms = supply({0: warm(0)}, (warm(1), warm(2)))
     first = vms.claim(0, tmp_path).vm
     assert first.warm.state.slot == 0 and first.warm_lock is not None  # its own, when free
     second = vms.claim(0, tmp_path).vm  # the first still holds slot 0 (being torn down)
@@ -56,14 +50,14 @@ def test_a_slot_takes_a_spare_while_its_own_state_is_still_held(tmp_path, fake_v
         vm.warm_lock.release()
 
 
-def test_without_spares_a_slot_waits_for_its_own_state_as_before(tmp_path, fake_vms):
-    vms = VmSupply(None, None, config(tmp_path, {0: warm(0)}, ()), threading.Event(), lambda: False)
+def test_without_spares_a_slot_waits_for_its_own_state_as_before(tmp_path, warm):
+    vms = supply({0: warm(0)})
     chosen = vms.claim(0, tmp_path).vm
     assert chosen.warm.state.slot == 0 and chosen.warm_lock is None  # EpisodeVM takes (and waits for) the lock
 
 
 def test_a_run_returns_only_once_every_background_teardown_is_done(tmp_path):
-    h = SlotScheduler(host=None, settings=None, pool=config(tmp_path, {}, ()), agent=NopAgent(), out_dir=tmp_path)
+    h = SlotScheduler(host=None, settings=None, pool=config(tmp_path), agent=NopAgent(), out_dir=tmp_path)
     torn_down, release = threading.Event(), threading.Event()
 
     class SlowVm:
@@ -82,7 +76,7 @@ def test_a_run_returns_only_once_every_background_teardown_is_done(tmp_path):
 
 
 def test_a_teardown_that_fails_is_noted_in_its_episode_folder(tmp_path):
-    vms = VmSupply(None, None, config(tmp_path, {}, ()), threading.Event(), lambda: False)
+    vms = supply({})
 
     class BrokenVm:
         name = "cu-t-0"
