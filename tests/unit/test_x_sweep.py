@@ -160,7 +160,14 @@ def test_a_spoiled_cookie_fails_the_sweep(xserver):
     first = client(xserver, "first", "retain")  # the server has read its cookie by now
     assert first.wait(timeout=30) == 0
     auth = Path(xserver["XAUTHORITY"])
+    loaded = auth.stat()
     auth.write_bytes(auth.read_bytes()[:-16] + bytes(16))  # the agent's own cookie in the server's file
+    # The X server reloads its auth file when the file's mtime, in whole seconds, is newer than at
+    # its last load, and a reload adds the file's cookies to those it holds (xserver os/auth.c,
+    # CheckAuthorization): a spoil that fell in a later second than the file was written made the
+    # server accept the spoiled cookie too, and the sweep connected. The server keeps the cookie it
+    # loaded; only the file the sweep reads is changed.
+    os.utime(auth, ns=(loaded.st_atime_ns, loaded.st_mtime_ns))
     done = sweep(xserver, None)
     assert done.returncode == 9 and "refused the connection" in done.stderr
 
