@@ -143,9 +143,10 @@ class TaskVMs:
         return episode, claim.slot
 
     def end_episode(self, slot: int, interrupted: bool) -> None:
-        """Ends SLOT's episode (its artifacts kept) and gives its VM back, however it goes: torn
-        down in the background, as a run's is, or at once when the sample was interrupted (Inspect
-        may be ending, and the process with it)."""
+        """Ends SLOT's episode (its artifacts kept) and gives its VM back torn down, however it
+        goes. At once, not in the background as a run's: Inspect's process may end after its last
+        sample's cleanup, and a background teardown then died half done (`inspect eval` of the
+        example left both slots' folders behind)."""
         with self._lock:
             episode = self._episodes.pop(slot, None)
         if episode is None:
@@ -153,9 +154,8 @@ class TaskVMs:
         try:
             episode.finish()
         finally:
-            if interrupted:
-                episode.vm.teardown(interrupted=True)
-            self.supply.give_back(slot, episode.vm, episode.ep_dir, torn_down=interrupted)
+            episode.vm.teardown(interrupted=interrupted)
+            self.supply.give_back(slot, episode.vm, episode.ep_dir, torn_down=True)
 
     def close(self) -> None:
         """Ends what episodes are left (a sample whose cleanup never came), waits for every VM's
