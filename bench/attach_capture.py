@@ -19,12 +19,12 @@ from pathlib import Path
 from PIL import Image, ImageChops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.config import Settings  # noqa: E402
-from runner.display.vnc import VncDisplay  # noqa: E402
-from runner.display.vnc_mirror import VncMirror  # noqa: E402
-from runner.runs.session import open_vm  # noqa: E402
+from runner.config import Settings
+from runner.display.vnc import VncDisplay
+from runner.display.vnc_mirror import VncMirror
+from runner.runs.session import open_vm
 
 
 def main() -> None:

@@ -26,10 +26,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, warm_oracle_run  # noqa: E402
+from common import emit, warm_oracle_run
 
-from runner.config import Settings  # noqa: E402
-from runner.tasks.model import TagFilter, load_suite  # noqa: E402
+from runner.config import Settings
+from runner.tasks.model import TagFilter, load_suite
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "osworld-f6cee71"

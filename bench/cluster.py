@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit  # noqa: E402
+from common import emit
 
-from runner.config import Settings  # noqa: E402
-from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.warming import warm_image  # noqa: E402
+from runner.config import Settings
+from runner.runs.scope import ScopeRequest, open_scope
+from runner.vm.warming import warm_image
 
 
 def cu_run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

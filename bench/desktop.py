@@ -26,16 +26,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, pss_mib, warm_oracle_run  # noqa: E402
+from common import emit, pss_mib, warm_oracle_run
 
-from runner.config import Settings  # noqa: E402
-from runner.vm.episode import EpisodeVM  # noqa: E402
-from runner.profiles.catalog import Catalog  # noqa: E402
-from runner.images.linux_images import LINUX_DESKTOP, build_image  # noqa: E402
-from runner.vm.warm_state import load_slot, slot_folder  # noqa: E402
-from runner.vm.warming import warm_image  # noqa: E402
-from runner.vm.admission import admit, available_mib  # noqa: E402
-from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
+from runner.config import Settings
+from runner.vm.episode import EpisodeVM
+from runner.profiles.catalog import Catalog
+from runner.images.linux_images import LINUX_DESKTOP, build_image
+from runner.vm.warm_state import load_slot, slot_folder
+from runner.vm.warming import warm_image
+from runner.vm.admission import admit, available_mib
+from runner.runs.scope import ScopeRequest, open_scope
 
 PLAIN_SLOT = 9  # a warm state without the apps warmed, made here and removed after
 # Each app on a file of its kind, and the window title that says it is open on it.

@@ -23,15 +23,15 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, pss_mib  # noqa: E402
+from common import emit, pss_mib
 
-from runner.config import Settings, recipe_dir  # noqa: E402
-from runner.vm.episode import EpisodeOptions  # noqa: E402
-from runner.vm.factory import EpisodeVmFactory  # noqa: E402
-from runner.profiles.catalog import Catalog, Image  # noqa: E402
-from runner.images.linux_images import LINUX_DESKTOP, RECIPES, build_image, build_variant  # noqa: E402
-from runner.runs.scope import resolve_accel  # noqa: E402
-from runner.hypervisor.libvirt_host import LibvirtHost  # noqa: E402
+from runner.config import Settings, recipe_dir
+from runner.vm.episode import EpisodeOptions
+from runner.vm.factory import EpisodeVmFactory
+from runner.profiles.catalog import Catalog, Image
+from runner.images.linux_images import LINUX_DESKTOP, RECIPES, build_image, build_variant
+from runner.runs.scope import resolve_accel
+from runner.hypervisor.libvirt_host import LibvirtHost
 
 XFCE_ONLY = {"xfce4-session", "xfwm4", "xfce4-panel", "xfdesktop4", "xfce4-settings", "xfconf", "thunar",
              "xfce4-terminal"}

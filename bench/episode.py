@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize, timed  # noqa: E402
+from common import emit, summarize, timed
 
-from runner.profiles.catalog import Catalog  # noqa: E402
-from runner.config import Settings  # noqa: E402
-from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.episode import EpisodeVM  # noqa: E402
-from runner.hypervisor.overlay import create_overlay  # noqa: E402
-from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
+from runner.profiles.catalog import Catalog
+from runner.config import Settings
+from runner.runs.scope import ScopeRequest, open_scope
+from runner.vm.episode import EpisodeVM
+from runner.hypervisor.overlay import create_overlay
+from runner.images.linux_images import LINUX_TEST, build_image
 
 
 def main() -> None:

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.config import Settings  # noqa: E402
-from runner.images.linux_images import GUEST_AGENT_COMMAND  # noqa: E402
-from runner.runs.session import open_vm  # noqa: E402
+from runner.config import Settings
+from runner.images.linux_images import GUEST_AGENT_COMMAND
+from runner.runs.session import open_vm
 
 OTHER = "/tmp/cu-bench-agent.py"
 

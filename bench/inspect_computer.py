@@ -25,11 +25,11 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.sandbox.computer import COMPUTER_TOOL  # noqa: E402
-from runner.sandbox.provider import CuRunSandbox  # noqa: E402
-from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs  # noqa: E402
+from runner.sandbox.computer import COMPUTER_TOOL
+from runner.sandbox.provider import CuRunSandbox
+from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs
 
 XDOTOOL = "DISPLAY=:0 XAUTHORITY=$HOME/.Xauthority xdotool"
 

@@ -16,11 +16,11 @@ import anyio
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize, timed  # noqa: E402
+from common import emit, summarize, timed
 
-from runner.config import Settings  # noqa: E402
-from runner.mcp.server import build_server  # noqa: E402
-from runner.runs.session import open_vm  # noqa: E402
+from runner.config import Settings
+from runner.mcp.server import build_server
+from runner.runs.session import open_vm
 
 
 def main() -> None:

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import emit, summarize  # noqa: E402
-from loopback_http import LoopbackHTTP, QuietHandler  # noqa: E402
+from common import emit, summarize
+from loopback_http import LoopbackHTTP, QuietHandler
 
-from runner.config import Settings  # noqa: E402
-from runner.choices import NetMode  # noqa: E402
-from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env  # noqa: E402
+from runner.config import Settings
+from runner.choices import NetMode
+from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 
 PAGE = b"<html>" + b"x" * 20_000 + b"</html>"  # a small web page
 

@@ -21,9 +21,9 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, warm_oracle_run  # noqa: E402
+from common import emit, warm_oracle_run
 
-from runner.config import Settings  # noqa: E402
+from runner.config import Settings
 
 
 def overhead_of(records) -> dict:

@@ -20,11 +20,11 @@ from pathlib import Path
 from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit  # noqa: E402
+from common import emit
 
-from runner.config import Settings  # noqa: E402
+from runner.config import Settings
 from runner.runs.request import RunRequest
-from runner.runs.run import run_suite  # noqa: E402
+from runner.runs.run import run_suite
 
 TASKS = "editor-write-save,folder-tree,calc-to-file"
 

@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, pss_mib, warm_oracle_run  # noqa: E402
+from common import emit, pss_mib, warm_oracle_run
 
-from runner.config import Settings  # noqa: E402
-from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
+from runner.config import Settings
+from runner.runs.scope import ScopeRequest, open_scope
 
 TARGET_MIB_PER_VM = 0.6 * 1000**3 / 2**20
 

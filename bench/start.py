@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.profiles.catalog import Catalog  # noqa: E402
-from runner.config import Settings  # noqa: E402
-from runner.runs.scope import ScopeRequest, open_scope  # noqa: E402
-from runner.vm.factory import VmFactory  # noqa: E402
-from runner.images.linux_images import LINUX_TEST, build_image  # noqa: E402
-from runner.vm.warming import warm_image  # noqa: E402
+from runner.profiles.catalog import Catalog
+from runner.config import Settings
+from runner.runs.scope import ScopeRequest, open_scope
+from runner.vm.factory import VmFactory
+from runner.images.linux_images import LINUX_TEST, build_image
+from runner.vm.warming import warm_image
 
 
 def qemu_rss_mib(domain: str) -> float:

@@ -21,18 +21,18 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.config import Settings  # noqa: E402
-from runner.guest.qga import QemuAgentShell  # noqa: E402
-from runner.hypervisor.qcow2_reader import DiskImage  # noqa: E402
-from runner.profiles import get_profile  # noqa: E402
-from runner.profiles.linux import quarantine_steps  # noqa: E402
-from runner.scoring.disk_listing import list_disk  # noqa: E402
-from runner.scoring.ext4_reader import Ext4  # noqa: E402
-from runner.scoring.quarantine import user_processes  # noqa: E402
-from runner.profiles.listing import Watch  # noqa: E402
-from runner.runs.session import open_vm  # noqa: E402
+from runner.config import Settings
+from runner.guest.qga import QemuAgentShell
+from runner.hypervisor.qcow2_reader import DiskImage
+from runner.profiles import get_profile
+from runner.profiles.linux import quarantine_steps
+from runner.scoring.disk_listing import list_disk
+from runner.scoring.ext4_reader import Ext4
+from runner.scoring.quarantine import user_processes
+from runner.profiles.listing import Watch
+from runner.runs.session import open_vm
 
 
 def variants(vm) -> dict[str, Callable[[], object]]:

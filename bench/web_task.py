@@ -23,14 +23,14 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import emit  # noqa: E402
-from loopback_http import LoopbackHTTP, QuietHandler  # noqa: E402
+from common import emit
+from loopback_http import LoopbackHTTP, QuietHandler
 
-from runner.config import Settings  # noqa: E402
-from runner.records.cassettes import keep_cassettes  # noqa: E402
-from runner.benchmarks.assets import AssetStore  # noqa: E402
-from runner.runs.request import RunRequest  # noqa: E402
-from runner.runs.run import run_suite  # noqa: E402
+from runner.config import Settings
+from runner.records.cassettes import keep_cassettes
+from runner.benchmarks.assets import AssetStore
+from runner.runs.request import RunRequest
+from runner.runs.run import run_suite
 
 PAGE = b"<html>" + b"x" * 50_000 + b"</html>"
 SITE = "docs.bench.example"

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import emit, summarize  # noqa: E402
+from common import emit, summarize
 
-from runner.profiles import get_profile  # noqa: E402
-from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, expand, matches, pruned_folders  # noqa: E402
+from runner.profiles import get_profile
+from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, expand, matches, pruned_folders
 
 HOME = "C:\\Users\\cu"
 EVALS = "C:\\evals"

@@ -34,7 +34,7 @@ class DiskImage:
         if depth > MAX_CHAIN:
             raise ImageReadError(f"{path}: a backing chain longer than {MAX_CHAIN}")
         self.path = path
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._file = open(path, "rb")  # closed by close()
         self._file_size = path.stat().st_size
         self._l2_cache: dict[int, bytes] = {}
         self.backing: DiskImage | None = None

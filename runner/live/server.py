@@ -97,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
         log.debug("live: " + format, *args)
 
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+    def do_GET(self) -> None:  # the base class's name
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         from_query = query.get("token", [""])[0]

@@ -33,7 +33,7 @@ from mitmproxy import http
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 sys.path.insert(0, str(Path(__file__).parent))
-from policy import Policy, Refused, request_refusal  # noqa: E402 - beside this file, in the proxy's interpreter
+from policy import Policy, Refused, request_refusal  # beside this file, in the proxy's interpreter
 
 REFUSED_HEADER = "X-Cu-Run-Refused"
 GUEST_URL = "cu_run_guest_url"

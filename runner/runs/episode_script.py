@@ -103,7 +103,7 @@ def play(vm: EpisodeVM, script: EpisodeScript, stopped: Callable[[], bool] = lam
             if stopped():
                 raise InfraError("the run was stopped")
             return script.run()
-        except Exception as exc:  # noqa: BLE001 - blamed by the scheduler, by its stage
+        except Exception as exc:  # blamed by the scheduler, by its stage
             raise episode_fault(vm, exc, state.stage) from exc
     except BaseException as exc:
         if vm.started:

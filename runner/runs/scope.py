@@ -184,7 +184,7 @@ def _start(settings: Settings, request: ScopeRequest, host: Host, image: Image, 
             made = [line for line in lines if "warm in" in line]
             if made:
                 notes.append(f"made {len(made)} warm states at first use")
-        except Exception as exc:  # noqa: BLE001 - auto falls back to a cold start, saying why
+        except Exception as exc:  # auto falls back to a cold start, saying why
             if request.start == StartChoice.warm:
                 raise
             notes.append(f"starting cold: warming failed: {exc}")

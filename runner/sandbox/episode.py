@@ -111,7 +111,7 @@ class SandboxEpisode:
             try:
                 self.script.agent_ended()
                 self.scored = self.script.conclude(self._prepared, AgentResult("done"))
-            except Exception as exc:  # noqa: BLE001 - blamed as a run blames it
+            except Exception as exc:  # blamed as a run blames it
                 fault = episode_fault(self.vm, exc, self.script.state.stage)
                 judged = blame(fault.error, fault.stage, fault.host_fault)
                 if judged.outcome != "fail":

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.log import read_eval_log
 
-from headless_page import images_in_inspect_view  # noqa: E402
-from vmtools import leftovers  # noqa: E402
+from headless_page import images_in_inspect_view
+from vmtools import leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 INSPECT = Path(sys.executable).parent / "inspect"

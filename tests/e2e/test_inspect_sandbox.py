@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.util._sandbox.self_check import *  # noqa: E402, F403 - Inspect's checks, collected here
+from inspect_ai.util._sandbox.self_check import *  # noqa: F403 - Inspect's checks, collected here
 
-from runner.sandbox.provider import CuRunConnection, CuRunSandbox  # noqa: E402
-from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs  # noqa: E402
+from runner.sandbox.provider import CuRunConnection, CuRunSandbox
+from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs
 
 pytestmark = pytest.mark.anyio
 
