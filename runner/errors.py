@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from typing_extensions import override
+
 
 class ExitCode(IntEnum):
     """What `cu-run` exits with: the README's table, which a unit test holds to this one."""
@@ -28,6 +30,7 @@ class CuRunError(Exception):
         self.message = message
         self.fix = fix
 
+    @override
     def __str__(self) -> str:
         return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
 

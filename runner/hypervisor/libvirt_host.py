@@ -348,6 +348,7 @@ class LibvirtHost(Host):
         if said.strip():  # hostfwd_add prints nothing when it worked
             raise HostFault(f"{name}: could not add the forward {host_port}->{guest_port}: {said.strip()}")
 
+    @override
     def agent_command(self, name: str, command: dict, timeout: float) -> object:
         """COMMAND to NAME's QEMU guest agent; its answer's "return" value.
 

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from typing_extensions import override
+
 from runner.errors import UsageError
 from runner.live.board import LiveSource, ScreenCache
 from runner.live.page import tiles_page, view_page
@@ -94,7 +96,8 @@ class _Handler(BaseHTTPRequestHandler):
     live: LiveServer
     server_version = "cu-run-live"
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+    @override
+    def log_message(self, format, *args) -> None:
         log.debug("live: " + format, *args)
 
     def do_GET(self) -> None:  # the base class's name

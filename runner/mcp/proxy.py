@@ -28,6 +28,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
+from typing_extensions import override
 
 from runner import __version__
 from runner.display.keys import parse_hotkey
@@ -180,13 +181,16 @@ class RecordingProxy(MCPServer):
         super().__init__("cu-run", version=__version__,
                          instructions="The tools of an external computer-use MCP server, for one virtual machine.")
 
+    @override
     async def list_tools(self):
         return list(self.external.tools.values())
 
+    @override
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = getattr(self, "external", None) and self.external.tools.get(name)
         return tool.input_schema if tool else None
 
+    @override
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None) -> CallToolResult:
         if name not in self.external.tools:
             return _error(f"unknown tool {name!r}")

@@ -27,6 +27,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
+from typing_extensions import override
+
 from runner.errors import InfraError, UsageError
 from runner.net import free_port
 
@@ -36,6 +38,7 @@ READY_TIMEOUT = 120.0
 
 
 class _QuietFolder(SimpleHTTPRequestHandler):
+    @override
     def log_message(self, *_args: object) -> None:
         pass
 
@@ -64,18 +67,22 @@ class FolderService(LocalService):
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"service-{name}", daemon=True)
 
     @property
+    @override
     def address(self) -> tuple[str, int]:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
 
     @property
+    @override
     def source(self) -> str:
         return self.folder.name
 
+    @override
     def __enter__(self) -> FolderService:
         self._thread.start()
         return self
 
+    @override
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._server.shutdown()
@@ -102,13 +109,16 @@ class ContainerService(LocalService):
         self.container = f"cu-run-{name.replace('.', '-')[:40]}-{secrets.token_hex(3)}"
 
     @property
+    @override
     def address(self) -> tuple[str, int]:
         return "127.0.0.1", self.host_port
 
     @property
+    @override
     def source(self) -> str:
         return self.image
 
+    @override
     def __enter__(self) -> ContainerService:
         started = self._engine("run", "--rm", "-d", "--pull", "never", "--name", self.container,
                                "-p", f"127.0.0.1:{self.host_port}:{self.port}", self.image)
@@ -141,6 +151,7 @@ class ContainerService(LocalService):
     def stop(self) -> None:
         self._engine("rm", "-f", self.container)
 
+    @override
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()

@@ -17,6 +17,8 @@ import base64
 import time
 from typing import Any
 
+from typing_extensions import override
+
 from runner.display.base import Button, Display
 from runner.display.keys import MODIFIERS
 
@@ -57,6 +59,7 @@ class _BadArguments(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    @override
     def error(self, message: str):  # raise instead of exiting the runner
         raise _BadArguments(message)
 

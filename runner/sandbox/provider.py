@@ -26,6 +26,7 @@ from inspect_ai.util import (
 )
 from inspect_ai.util._sandbox.environment import HostMapping, PortMapping, SandboxUnavailableError
 from pydantic import BaseModel
+from typing_extensions import override
 
 from runner.config import Settings
 from runner.errors import UsageError
@@ -111,10 +112,12 @@ class CuRunSandbox(SandboxEnvironment):
     # -- the task's and the sample's life
 
     @classmethod
+    @override
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
         return CuRunSandboxConfig(**config)
 
     @classmethod
+    @override
     def default_concurrency(cls) -> int | None:
         """What cu-run's memory admission holds of linux-test VMs here; a task's own image is
         checked again at its start, and samples past its slots wait."""
@@ -125,6 +128,7 @@ class CuRunSandbox(SandboxEnvironment):
             return None
 
     @classmethod
+    @override
     async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
         """Checks the image and its warm states, and removes what dead runs left behind."""
         options = _options(config)
@@ -132,6 +136,7 @@ class CuRunSandbox(SandboxEnvironment):
         await anyio.to_thread.run_sync(lambda: _sweep(vms))
 
     @classmethod
+    @override
     async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         key = (task_name, _options(config))
@@ -149,6 +154,7 @@ class CuRunSandbox(SandboxEnvironment):
         return {"default": cls(episode, slot, key)}
 
     @classmethod
+    @override
     async def sample_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
                              environments: dict[str, SandboxEnvironment], interrupted: bool) -> None:
         for env in environments.values():
@@ -156,6 +162,7 @@ class CuRunSandbox(SandboxEnvironment):
                 await env._close(interrupted)
 
     @classmethod
+    @override
     async def task_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None, cleanup: bool) -> None:
         key = (task_name, _options(config))
         vms = _TASKS.vms.pop(key, None)
@@ -167,7 +174,8 @@ class CuRunSandbox(SandboxEnvironment):
             _notice(f"{task_name}: VMs kept (--no-sandbox-cleanup); `cu-run gc --everything` removes them")
 
     @classmethod
-    async def cli_cleanup(cls, id: str | None) -> None:  # noqa: A002 - Inspect's name
+    @override
+    async def cli_cleanup(cls, id: str | None) -> None:
         """`inspect sandbox cleanup cu-run`: what dead runs left behind (`cu-run gc` does the same)."""
         from runner.vm.gc import collect_garbage
         from runner.hypervisor.connect import connect_host
@@ -195,7 +203,8 @@ class CuRunSandbox(SandboxEnvironment):
 
     # -- commands and files
 
-    async def exec(self, cmd: list[str], input: str | bytes | None = None, cwd: str | None = None,  # noqa: A002
+    @override
+    async def exec(self, cmd: list[str], input: str | bytes | None = None, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, timeout: int | None = None,
                    timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
         stdin = input.encode() if isinstance(input, str) else input
@@ -209,6 +218,7 @@ class CuRunSandbox(SandboxEnvironment):
         stdout, stderr = done.stdout[-limit:], done.stderr[-limit:]
         return ExecResult(success=done.returncode == 0, returncode=done.returncode, stdout=stdout, stderr=stderr)
 
+    @override
     async def write_file(self, file: str, contents: str | bytes) -> None:
         data = contents.encode() if isinstance(contents, str) else contents
         try:
@@ -222,6 +232,7 @@ class CuRunSandbox(SandboxEnvironment):
     @overload
     async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
 
+    @override
     async def read_file(self, file: str, text: bool = True) -> str | bytes:
         limit = SandboxEnvironmentLimits.MAX_READ_FILE_SIZE
         try:
@@ -232,6 +243,7 @@ class CuRunSandbox(SandboxEnvironment):
             raise SandboxUnavailableError(str(exc)) from exc
         return data.decode("utf-8") if text else data
 
+    @override
     async def connection(self, *, user: str | None = None) -> SandboxConnection:
         endpoints = self.episode.vm.endpoints
         if endpoints is None or not self.episode.vm.started:

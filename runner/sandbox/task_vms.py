@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
+from typing_extensions import override
 
 from runner.agents.base import Agent, AgentResult
 from runner.choices import AccelChoice, StartChoice
@@ -53,6 +54,7 @@ class InspectAgent(Agent):
 
     name = "inspect"
 
+    @override
     def run(self, vm, task, log, session) -> AgentResult:  # pragma: no cover - never called
         raise AssertionError("an Inspect sample's agent is Inspect's solver")
 

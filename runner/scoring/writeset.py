@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing_extensions import override
+
 from runner.profiles.listing import Entry, Manifest, matches, shown
 
 
@@ -39,6 +41,7 @@ class Change:
     what: str  # created, removed, modified
     detail: str = ""  # for a modification: what tells it changed, where it is not the content
 
+    @override
     def __str__(self) -> str:
         return f"{shown(self.path)} ({self.what}{': ' + shown(self.detail) if self.detail else ''})"
 
