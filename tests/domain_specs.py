@@ -22,7 +22,8 @@ from runner.hypervisor.domain_xml import (
     build_domain_xml,
 )
 from runner.owner import me
-from runner.profiles.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
+from runner.profiles.catalog import Image, ImageManifest
+from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.vm.domain import episode_domain_spec
 
 

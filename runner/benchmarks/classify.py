@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from runner.benchmarks import registry
-from runner.benchmarks.upstream import UpstreamTask
+from runner.benchmarks.registry import UpstreamTask
 from runner.network.policy import Origin, Refused
 from runner.profiles import get_profile
 

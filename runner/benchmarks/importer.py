@@ -32,9 +32,9 @@ from typing import Any
 import yaml
 
 from runner.benchmarks import registry
-from runner.benchmarks.registry import Profile
+from runner.benchmarks.registry import Profile, UpstreamTask
 from runner.benchmarks.classify import CATEGORIES, Classification, classify
-from runner.benchmarks.upstream import UpstreamTask, UpstreamTree, read_tree
+from runner.benchmarks.upstream import UpstreamTree, read_tree
 from runner.errors import UsageError
 from runner.tasks.model import UPSTREAM_FILE
 

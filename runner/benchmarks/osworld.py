@@ -6,8 +6,7 @@ import json
 import re
 
 from runner.benchmarks import linux_steps
-from runner.benchmarks.registry import Benchmark, Profile, register
-from runner.benchmarks.upstream import UpstreamTask
+from runner.benchmarks.registry import Benchmark, Profile, UpstreamTask, register
 
 
 def fidelity(task: UpstreamTask, setup: linux_steps.Script) -> list[str]:

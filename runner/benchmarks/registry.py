@@ -10,6 +10,7 @@ one such module, added to BUILT_IN (or registered by a lab's own code before it 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -20,9 +21,26 @@ from runner.registry import Registry
 
 if TYPE_CHECKING:
     from runner.benchmarks.linux_steps import Script
-    from runner.benchmarks.upstream import UpstreamTask
 
 BUILT_IN = ("runner.benchmarks.osworld", "runner.benchmarks.waa")
+
+
+@dataclass(frozen=True)
+class UpstreamTask:
+    """One task file of a benchmark, as runner.benchmarks.upstream reads it from the benchmark's tree."""
+
+    bench: str
+    upstream_id: str
+    domain: str
+    path: str  # inside the benchmark's tree, as the task's source records it
+    raw: bytes  # the task file, byte for byte: it is kept beside the imported task
+    data: dict[str, Any]
+    in_test_all: bool
+    in_test_small: bool
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
 
 
 @dataclass(frozen=True)

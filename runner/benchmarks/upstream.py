@@ -9,33 +9,16 @@ the ids per domain; WindowsAgentArena keeps the same layout under
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from runner.benchmarks import registry
+from runner.benchmarks.registry import UpstreamTask
 from runner.errors import UsageError
 
-
-
-@dataclass(frozen=True)
-class UpstreamTask:
-    bench: str
-    upstream_id: str
-    domain: str
-    path: str  # inside the benchmark's tree, as the task's source records it
-    raw: bytes  # the task file, byte for byte: it is kept beside the imported task
-    data: dict[str, Any]
-    in_test_all: bool
-    in_test_small: bool
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.raw).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from runner.benchmarks import linux_steps, windows_steps
-from runner.benchmarks.registry import Benchmark, Profile, register
-from runner.benchmarks.upstream import UpstreamTask
+from runner.benchmarks.registry import Benchmark, Profile, UpstreamTask, register
 
 
 def fidelity(task: UpstreamTask, setup: linux_steps.Script) -> list[str]:

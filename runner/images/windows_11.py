@@ -26,17 +26,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from runner import __version__
-from runner.profiles.catalog import (
-    MANIFEST,
-    Catalog,
-    Credentials,
-    Image,
-    ImageManifest,
-    ScreenSize,
-    UefiFirmware,
-    WinRmAccess,
-    sha256_file,
-)
+from runner.profiles.catalog import MANIFEST, Catalog, Image, ImageManifest, sha256_file
+from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
 from runner.profiles.windows import WindowsProfile

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from runner.profiles.catalog import Image, ImageManifest
+    from runner.profiles.manifest import ImageFiles, ManifestFields
     from runner.guest.base import GuestShell
     from runner.guest.qga import AgentLink
     from runner.profiles.listing import Listing, Watch
@@ -98,25 +98,25 @@ class GuestProfile(ABC):
         """The desktop user's home folder in the guest."""
 
     @abstractmethod
-    def access_problem(self, manifest: ImageManifest) -> str | None:
+    def access_problem(self, manifest: ManifestFields) -> str | None:
         """What is missing from an image manifest of this profile (how the runner reaches it), or None."""
 
     @abstractmethod
-    def admin_access_missing(self, manifest: ImageManifest) -> str | None:
+    def admin_access_missing(self, manifest: ManifestFields) -> str | None:
         """Why the runner cannot reach the image's admin account, or None."""
 
     @abstractmethod
-    def shell_port(self, manifest: ImageManifest) -> int:
+    def shell_port(self, manifest: ManifestFields) -> int:
         """The guest port the runner's shells listen on."""
 
     @abstractmethod
-    def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
+    def open_shells(self, image: ImageFiles, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         """The user's and the admin's shell of a VM of IMAGE whose shell port is forwarded to HOST:PORT.
         AGENT reaches the VM's QEMU guest agent, which a profile may use for the admin's shell
         when the image runs one (ImageManifest.qemu_agent)."""
 
     @abstractmethod
-    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+    def endpoint(self, image: ImageFiles, host: str, port: int) -> ShellEndpoint:
         """How a person reaches the user's shell."""
 
     # -- scripts in the guest

@@ -39,7 +39,7 @@ from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, 
 from typing_extensions import override
 
 if TYPE_CHECKING:
-    from runner.profiles.catalog import Image, SshAccess
+    from runner.profiles.manifest import ImageFiles, SshAccess
 
 # A verdict printed on stdout (the older contract), and one that carries data: an expansion
 # after PASS/FAIL in the same echo or printf.
@@ -113,7 +113,7 @@ class LinuxProfile(GuestProfile):
         return _ssh(manifest).port
 
     @override
-    def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
+    def open_shells(self, image: ImageFiles, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         ssh = _ssh(image.manifest)
         user = SshShell(host, port, ssh.user, image.path(ssh.private_key), ssh.host_key)
         if image.manifest.qemu_agent and agent is not None and ssh.admin_user == "root":
@@ -126,7 +126,7 @@ class LinuxProfile(GuestProfile):
                                                 ssh.host_key, environment=ADMIN_ENV))
 
     @override
-    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+    def endpoint(self, image: ImageFiles, host: str, port: int) -> ShellEndpoint:
         ssh = _ssh(image.manifest)
         key = image.path(ssh.private_key)
         return ShellEndpoint("ssh", {"host": host, "port": port, "user": ssh.user, "key": str(key)},

@@ -16,13 +16,10 @@ import re
 import secrets
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
-
-if TYPE_CHECKING:
-    from runner.profiles import GuestProfile
 
 LIST_TIMEOUT = 120.0
 # A listing must end in bounded time whatever the agent left: a 50 GB sparse file, or a
@@ -155,14 +152,25 @@ class Watch:
         return replace(self, since_ns=max(0, before.started_ns - 2_000_000_000))
 
 
-def take_listing(shell: GuestShell, guest: GuestProfile, watch: Watch) -> Listing:
+class Lister(Protocol):
+    """What the functions below use of a guest profile (runner.profiles.base.GuestProfile, where
+    these methods are documented): named here so that this module needs no profile."""
+
+    def list_script(self, watch: Watch) -> str: ...
+
+    def parse_listing(self, output: str) -> Listing: ...
+
+    def chained_script(self, first: str, boundary: str, second: str) -> str | None: ...
+
+
+def take_listing(shell: GuestShell, guest: Lister, watch: Watch) -> Listing:
     """Lists WATCH through SHELL (the admin channel) with the profile's lister. Raises InfraError
     when the listing fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
     result = shell.run(guest.list_script(watch), timeout=LIST_TIMEOUT)
     return listing_of(guest, result.exit_code, result.stdout, result.stderr)
 
 
-def step_then_list(shell: GuestShell, guest: GuestProfile, step: str, what: str, step_timeout: float,
+def step_then_list(shell: GuestShell, guest: Lister, step: str, what: str, step_timeout: float,
                    watch: Watch) -> tuple[ExecResult, Listing | None] | None:
     """STEP (an admin script), then the listing of ROOTS, in one guest command: a command costs
     a channel and processes under TCG. The listing starts only once STEP succeeded; a random
@@ -187,7 +195,7 @@ def step_then_list(shell: GuestShell, guest: GuestProfile, step: str, what: str,
             listing_of(guest, result.exit_code, listing, result.stderr))
 
 
-def listing_of(guest: GuestProfile, exit_code: int, stdout: str, stderr: str) -> Listing:
+def listing_of(guest: Lister, exit_code: int, stdout: str, stderr: str) -> Listing:
     """What the lister printed, parsed; InfraError when it failed."""
     if exit_code != 0:
         raise InfraError(f"listing the watched folders failed (exit {exit_code}): {stderr.strip()[-300:]}")

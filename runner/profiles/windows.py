@@ -28,7 +28,7 @@ from typing_extensions import override
 
 if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
-    from runner.profiles.catalog import Image, WinRmAccess
+    from runner.profiles.manifest import ImageFiles, WinRmAccess
 
 
 def _winrm(manifest) -> WinRmAccess:
@@ -85,7 +85,7 @@ class WindowsProfile(GuestProfile):
         return _winrm(manifest).port
 
     @override
-    def open_shells(self, image: Image, host: str, port: int, agent: AgentLink | None = None) -> Shells:
+    def open_shells(self, image: ImageFiles, host: str, port: int, agent: AgentLink | None = None) -> Shells:
         # WinRM is the Windows admin channel (the design's verifier transport), agent or not.
         winrm = _winrm(image.manifest)
         if winrm.admin_user is None or winrm.admin_password is None:
@@ -94,7 +94,7 @@ class WindowsProfile(GuestProfile):
                       admin=WinRmShell(host, port, winrm.admin_user, winrm.admin_password, transport=winrm.transport))
 
     @override
-    def endpoint(self, image: Image, host: str, port: int) -> ShellEndpoint:
+    def endpoint(self, image: ImageFiles, host: str, port: int) -> ShellEndpoint:
         user = _winrm(image.manifest).user
         return ShellEndpoint("winrm", {"host": host, "port": port, "user": user, "endpoint": f"http://{host}:{port}/wsman"},
                              f"WinRM http://{host}:{port}/wsman as {user} (password in the image manifest)")

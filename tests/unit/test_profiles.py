@@ -168,7 +168,8 @@ def _linux_image(tmp_path: Path, *, qemu_agent: bool):
     import subprocess
     from datetime import UTC, datetime
 
-    from runner.profiles.catalog import Catalog, Credentials, ScreenSize, SshAccess, sha256_file
+    from runner.profiles.catalog import Catalog, sha256_file
+    from runner.profiles.manifest import Credentials, ScreenSize, SshAccess
 
     folder = tmp_path / "linux-test"
     (folder / "keys").mkdir(parents=True)

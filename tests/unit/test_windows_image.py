@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runner.profiles.catalog import Credentials, Image, ImageManifest, ScreenSize, UefiFirmware, WinRmAccess
+from runner.profiles.catalog import Image, ImageManifest
+from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError
 from runner.tasks.syntax import script_errors
