@@ -25,7 +25,7 @@ from runner.cluster.nodes import (place_host_actor, raylet_pid, remove_host_acto
 from runner.cluster.ray_link import HOST_PREFIX, NAMESPACE, connect, disconnect
 from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
-from runner.net import free_port
+from runner.sockets import free_port
 
 TOKEN_FILE = "auth_token"
 

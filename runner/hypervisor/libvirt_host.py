@@ -27,7 +27,7 @@ from runner.hypervisor.host import DomainInfo, Host
 from runner.display.base import Display
 from runner.display.vnc import VncDisplay, png_from_any
 from runner.hypervisor.overlay import create_overlay
-from runner.net import free_port
+from runner.sockets import free_port
 from typing_extensions import override
 
 log = logging.getLogger(__name__)

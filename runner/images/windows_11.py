@@ -37,7 +37,7 @@ from runner.display.vnc import VncDisplay
 from runner.guest.winrm import WinRmShell
 from runner.images.scratch import scratch_then_rename
 from runner.images.windows_build_watch import BuildWatch, fetch_panther_logs
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.images.iso_files import INSTALL_HINT, find_seven_zip
 from runner.images.windows_media import EditionChoice, choose_edition, iso_editions
 

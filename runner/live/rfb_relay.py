@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from runner.net import close_socket
+from runner.sockets import close_socket
 
 from runner.display.vnc import CLICK_SETTLE_S, KEY_GAP_S, POINTER_GAP_S
 from runner.display.vnc_auth import vnc_auth_response

@@ -16,7 +16,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from runner.errors import InfraError
-from runner.net import free_port
+from runner.sockets import free_port
 
 MCP_PATH = "/mcp"
 

@@ -18,7 +18,7 @@ import socket
 import threading
 from types import TracebackType
 
-from runner.net import close_socket
+from runner.sockets import close_socket
 
 GUEST_CARRIER_PORT = 3129  # in the guest: where the host's carriers arrive (from 10.0.2.2 only)
 GUEST_PROXY_PORT = 3128  # in the guest: the proxy's address for its applications (127.0.0.1)

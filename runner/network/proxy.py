@@ -24,7 +24,7 @@ from types import TracebackType
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
 from runner.frozen_clock import frozen_clock_env
-from runner.net import free_port
+from runner.sockets import free_port
 
 MITMPROXY = "mitmproxy==11.0.2"
 ADDON = Path(__file__).with_name("proxy_addon.py")

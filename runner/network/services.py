@@ -30,7 +30,7 @@ from types import TracebackType
 from typing_extensions import override
 
 from runner.errors import InfraError, UsageError
-from runner.net import free_port
+from runner.sockets import free_port
 
 RUNTIME_ENV = "CU_RUN_CONTAINER_RUNTIME"
 RUNTIMES = ("docker", "podman")

@@ -38,7 +38,7 @@ from runner.images.windows_11 import DRIVERS_FOLDER, TEMPLATE_DIR, WindowsInputs
     write_autounattend
 from runner.display.vnc import VncDisplay
 from runner.images.windows_build_watch import BuildWatch
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.screen import color_fraction
 
 pytestmark = pytest.mark.full

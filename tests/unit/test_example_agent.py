@@ -11,7 +11,7 @@ from fakes.display import FakeDisplay
 from runner.config import PROJECT_ROOT
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.server import build_server
-from runner.net import free_port
+from runner.sockets import free_port
 
 AGENT = PROJECT_ROOT / "examples" / "agent.py"
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2] / "runner"
 
 # Lowest first. Every layer but the base is whole packages (folders); the base is the modules at
 # the top of runner/, and the commands layer holds the package's two entry points beside cli/.
-BASE = ("runner", "runner.errors", "runner.config", "runner.console", "runner.net", "runner.owner", "runner.screen",
+BASE = ("runner", "runner.errors", "runner.config", "runner.console", "runner.sockets", "runner.owner", "runner.screen",
         "runner.interrupts", "runner.workers", "runner.registry", "runner.choices",
         "runner.frozen_clock")
 ENTRY_POINTS = ("runner.api", "runner.__main__")

@@ -6,7 +6,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fakes.display import FakeDisplay
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.server import build_server
 

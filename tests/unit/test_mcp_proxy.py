@@ -17,7 +17,7 @@ from runner.errors import InfraError, UsageError
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.proxy import ExternalServer, ExternalSession, ProxyLog, RecordingProxy, external_env, map_action
 from runner.mcp.trajectory import Trajectory
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.scoring.safety import check_trajectory, read_trajectory
 from runner.tasks.model import SafetyRule
 

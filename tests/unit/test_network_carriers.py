@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from loopback_http import LoopbackHTTP, QuietHandler
 
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.network.carriers import Carriers
 
 FORWARDER = Path(__file__).parents[2] / "runner" / "network" / "guest_forwarder.py"

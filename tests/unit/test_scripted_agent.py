@@ -16,7 +16,7 @@ from fakes.display import FakeDisplay, LocalShell
 from runner.profiles import PROFILES
 from runner.mcp.session import McpSession
 from runner.agents.scripted import ScriptedAgent
-from runner.net import free_port
+from runner.sockets import free_port
 from runner.errors import UsageError
 from runner.mcp.http import HttpMcpServer
 from runner.mcp.server import build_server

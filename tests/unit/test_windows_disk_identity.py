@@ -38,7 +38,7 @@ from runner.images.windows_11 import (
     extract_drivers,
     packer_vars,
 )
-from runner.net import free_port
+from runner.sockets import free_port
 
 U = "{urn:schemas-microsoft-com:unattend}"
 WCM = "{http://schemas.microsoft.com/WMIConfig/2002/State}"
