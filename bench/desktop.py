@@ -30,7 +30,7 @@ from common import emit, pss_mib, warm_oracle_run
 
 from runner.config import Settings
 from runner.vm.episode import EpisodeVM
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.images.linux_images import LINUX_DESKTOP, build_image
 from runner.vm.warm_state import load_slot, slot_folder
 from runner.vm.warming import warm_image

@@ -28,7 +28,7 @@ from common import emit, pss_mib
 from runner.config import Settings, recipe_dir
 from runner.vm.episode import EpisodeOptions
 from runner.vm.factory import EpisodeVmFactory
-from runner.profiles.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.images.linux_images import LINUX_DESKTOP, RECIPES, build_image, build_variant
 from runner.runs.scope import resolve_accel
 from runner.hypervisor.libvirt_host import LibvirtHost

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, summarize, timed
 
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.config import Settings
 from runner.runs.scope import ScopeRequest, open_scope
 from runner.vm.episode import EpisodeVM

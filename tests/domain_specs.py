@@ -22,7 +22,7 @@ from runner.hypervisor.domain_xml import (
     build_domain_xml,
 )
 from runner.owner import me
-from runner.profiles.catalog import Image, ImageManifest
+from runner.images.catalog import Image, ImageManifest
 from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.vm.domain import episode_domain_spec
 

@@ -24,7 +24,7 @@ from runner.cli.options import (
     image_app,
     LibvirtUri,
 )
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 
 
 def _buildable(name: str) -> str:

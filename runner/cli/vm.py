@@ -28,7 +28,7 @@ from runner.cli.options import (
     StartOpt,
     vm_app,
 )
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 
 
 @vm_app.command("up")

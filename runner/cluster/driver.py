@@ -26,7 +26,7 @@ from runner.cluster.image_transfer import ship_image
 from runner.cluster.ray_link import HostLink, connect, disconnect, find_hosts, host_lost_errors
 from runner.config import Settings
 from runner.errors import InfraError
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.live.board import LiveSource
 from runner.runs.pool import Episode, Notice, Pool, PoolRun, SlotState, shared_image
 from runner.records.results import ResultLog

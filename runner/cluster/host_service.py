@@ -31,7 +31,7 @@ from runner.config import Settings, private_dir
 from runner.errors import InfraError, UsageError
 from runner.vm.gc import collect_garbage
 from runner.hypervisor.connect import connect_host
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.vm.warm_state import list_slots
 from runner.records.provenance import host_facts
 from runner.runs.episode_inputs import episode_tasks, net_settings, request_agent

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runner.config import Settings, private_dir
 from runner.errors import InfraError
-from runner.profiles.catalog import MANIFEST, Catalog, Image, sha256_file
+from runner.images.catalog import MANIFEST, Catalog, Image, sha256_file
 from runner.vm.warm_state import WARM_DIR
 
 CHUNK_BYTES = 32 << 20

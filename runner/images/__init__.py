@@ -1,2 +1,2 @@
-"""Building golden images: the builders' registry, the linux-test and Windows 11 builds, and the
-scratch space a build works in. The catalog of built images is runner.profiles.catalog."""
+"""Golden images: the builders' registry, the linux-test and Windows 11 builds, the scratch space
+a build works in, and the catalog of built images (runner.images.catalog)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import UsageError
-from runner.profiles.catalog import Catalog, Image, ImageNotBuilt
+from runner.images.catalog import Catalog, Image, ImageNotBuilt
 from runner.registry import Registry
 
 BUILT_IN = ("runner.images.linux_images", "runner.images.windows_11")

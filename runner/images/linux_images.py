@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner import __version__
-from runner.profiles.catalog import MANIFEST, Catalog, Image, ImageManifest, sha256_file
+from runner.images.catalog import MANIFEST, Catalog, Image, ImageManifest, sha256_file
 from runner.profiles.manifest import Credentials, DirectBoot, ScreenSize, SshAccess
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError

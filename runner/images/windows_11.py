@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from runner import __version__
-from runner.profiles.catalog import MANIFEST, Catalog, Image, ImageManifest, sha256_file
+from runner.images.catalog import MANIFEST, Catalog, Image, ImageManifest, sha256_file
 from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError

@@ -1,7 +1,7 @@
 """What a guest profile reads of an image: the manifest's fields, and the image's files.
 
 The profiles' contract (runner.profiles.base) names these, and the catalog
-(runner.profiles.catalog) builds its `ImageManifest` on `ManifestFields`, adding what needs the
+(runner.images.catalog) builds its `ImageManifest` on `ManifestFields`, adding what needs the
 profiles themselves: the check that an image's access fits its profile, and the profile. So this
 module imports nothing of runner.profiles, and the contract imports no catalog.
 """

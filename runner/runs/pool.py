@@ -24,7 +24,7 @@ from runner.live.board import LiveSource
 from runner.records.results import EpisodeRecord
 
 if TYPE_CHECKING:  # the plan's types, for type checking alone: the contract imports no planner
-    from runner.profiles.catalog import Image
+    from runner.images.catalog import Image
     from runner.runs.request import RunRequest
     from runner.runs.run_plan import RunPlan
     from runner.tasks.model import Task

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from runner.benchmarks.host_scoring import HostScoring
 from runner.hypervisor.domain_xml import Accel
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.vm.warm_state import WarmSlot
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.server import DEFAULT_TOOLSETS

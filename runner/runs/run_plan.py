@@ -18,7 +18,7 @@ from runner.config import Settings
 from runner.vm.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.images.builders import image_named
-from runner.profiles.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.mcp.toolsets import resolve_toolsets
 from runner.profiles import get_profile
 from runner.runs.resume_check import resume_differences

@@ -23,7 +23,7 @@ from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.connect import connect_host
 from runner.hypervisor.host import Host
 from runner.images.builders import image_named
-from runner.profiles.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.vm.episode import EpisodeOptions
 from runner.vm.factory import EpisodeVmFactory
 from runner.vm.start_plan import StartPlan, plan_start

@@ -17,7 +17,7 @@ from runner.vm.episode import EpisodeVM
 from runner.vm.domain import episode_domain_spec
 from runner.hypervisor.domain_xml import SlotIdentity, build_domain_xml
 from runner.images.builders import image_named
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.interrupts import shielded
 from runner.owner import me
 from runner.runs.scope import ScopeRequest, new_run_id, open_scope, resolve_accel

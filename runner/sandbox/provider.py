@@ -30,7 +30,7 @@ from typing_extensions import override
 
 from runner.config import Settings
 from runner.errors import UsageError
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.vm.admission import available_mib, vms_that_fit
 from runner.sandbox.episode import ReadTooLarge, SandboxEpisode, SandboxGone
 from runner.sandbox.task_vms import CuRunSandboxConfig, TaskVMs

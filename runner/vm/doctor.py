@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.config import Settings, free_bytes
 from runner.errors import CuRunError
 from runner.hypervisor.accel import QEMU, cached_probe

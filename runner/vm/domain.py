@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.hypervisor.domain_xml import Accel, DirectKernel, DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi
 from runner.owner import Owner
 

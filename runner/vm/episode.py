@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.config import Settings, free_bytes
 from runner.display.base import Display
 from runner.errors import GuestStopped, GuestUnreachable, HostFault, InfraError, UsageError

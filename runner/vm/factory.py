@@ -20,7 +20,7 @@ from typing_extensions import override
 from runner.config import Settings
 from runner.hypervisor.domain_xml import SlotIdentity
 from runner.hypervisor.host import Host
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.vm.warm_state import SlotLock, WarmSlot
 

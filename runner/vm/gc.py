@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 from runner.config import Settings
 from runner.vm.episode import EPISODE_OWNER_FILE
 from runner.hypervisor.host import Host

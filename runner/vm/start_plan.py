@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.choices import StartChoice
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.errors import UsageError
 from runner.hypervisor.domain_xml import Accel
 from runner.hypervisor.host import Host

@@ -33,7 +33,7 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from runner.profiles.catalog import Image, sha256_file
+from runner.images.catalog import Image, sha256_file
 from runner.profiles.manifest import Frozen
 from runner.vm.domain import episode_domain_spec
 from runner.errors import InfraError, UsageError

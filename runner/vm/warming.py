@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from runner.profiles.catalog import Image
+from runner.images.catalog import Image
 from runner.vm.episode import EPISODE_MIN_FREE_BYTES, EpisodeOptions, check_free_space
 from runner.vm.factory import EpisodeVmFactory
 from runner.errors import InfraError, UsageError

@@ -10,7 +10,7 @@ from vmtools import leftovers
 
 from runner.vm.gc import collect_garbage
 
-from runner.profiles.catalog import Catalog, Image
+from runner.images.catalog import Catalog, Image
 from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.images.linux_images import LINUX_DESKTOP, LINUX_TEST, build_image
 from runner.runs.scope import resolve_accel

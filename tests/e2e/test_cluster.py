@@ -14,7 +14,7 @@ import pytest
 from vmtools import leftovers, wait_for
 
 from runner.config import Settings
-from runner.profiles.catalog import Catalog, sha256_file
+from runner.images.catalog import Catalog, sha256_file
 from runner.tasks.model import SUITES_DIR
 
 LINUX_CORE = sorted(t.name for t in (SUITES_DIR / "linux-core").iterdir() if t.is_dir())

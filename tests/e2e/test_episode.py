@@ -10,7 +10,7 @@ from vmtools import guest_file, wait_focused, wait_for
 
 from runner.errors import CommandTimeout
 from runner.guest.qga import QemuAgentShell
-from runner.profiles.catalog import sha256_file
+from runner.images.catalog import sha256_file
 from runner.display.keys import keysym
 from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size

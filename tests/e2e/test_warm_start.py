@@ -14,7 +14,7 @@ import pytest
 
 from vmtools import cu_run, leftovers, wait_for
 
-from runner.profiles.catalog import Catalog, sha256_file
+from runner.images.catalog import Catalog, sha256_file
 from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.vm.warm_state import STATE_FILE, list_slots, warm_identity
 

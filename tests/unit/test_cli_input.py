@@ -109,7 +109,7 @@ def test_an_image_cu_run_cannot_build_is_refused_listing_those_it_can():
 
 def test_a_missing_image_gets_a_fix_that_can_work(tmp_path):
     from runner.images.builders import image_named
-    from runner.profiles.catalog import Catalog
+    from runner.images.catalog import Catalog
     from runner.errors import UsageError
 
     with pytest.raises(UsageError) as info:

@@ -15,7 +15,7 @@ from runner.cluster.ray_link import check_address, find_hosts, require_token
 from runner.config import Settings
 from runner.vm.doctor import Check
 from runner.errors import InfraError, UsageError
-from runner.profiles.catalog import Catalog, sha256_file
+from runner.images.catalog import Catalog, sha256_file
 from test_catalog import make_image
 
 

@@ -14,7 +14,7 @@ import pytest
 from fakes.display import FakeDisplay, LocalShell
 from runner.agents.base import Agent, AgentResult
 from runner.agents.builtin import NopAgent, OracleAgent
-from runner.profiles.catalog import Image, ImageManifest
+from runner.images.catalog import Image, ImageManifest
 from runner.profiles.manifest import Credentials, ScreenSize, SshAccess
 from runner.config import Settings
 from runner.vm.episode import EpisodeOptions, EpisodeVM

@@ -107,7 +107,7 @@ def test_a_planned_episode_without_a_record_is_named_and_the_run_exits_3(tmp_pat
 
 def test_a_safety_check_that_cannot_decide_is_a_check_error_not_a_violation(tmp_path):
     """Safety checks run through the admin channel (here LocalShell, as root on this host)."""
-    from runner.profiles.catalog import DesktopUser
+    from runner.images.catalog import DesktopUser
     from runner.tasks.model import load_task
 
     folder = tmp_path / "task" / "t"

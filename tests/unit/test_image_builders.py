@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from runner.cli import app
 from runner.errors import UsageError
 from runner.images.builders import Builder, builder_names, image_named, register_builder, unregister_builder
-from runner.profiles.catalog import Catalog
+from runner.images.catalog import Catalog
 
 
 @pytest.fixture

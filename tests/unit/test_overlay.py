@@ -2,7 +2,7 @@
 
 import subprocess
 
-from runner.profiles.catalog import sha256_file
+from runner.images.catalog import sha256_file
 from runner.hypervisor.overlay import backing_file, create_overlay
 
 

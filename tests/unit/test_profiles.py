@@ -12,7 +12,7 @@ from mcp import Client
 
 from fakes.display import FakeDisplay, LocalShell
 from fakes.profiles import HostFolders
-from runner.profiles.catalog import ImageManifest
+from runner.images.catalog import ImageManifest
 from runner.config import PROJECT_ROOT
 from runner.guest.base import ExecResult, GuestShell
 from runner.mcp.server import build_server
@@ -168,7 +168,7 @@ def _linux_image(tmp_path: Path, *, qemu_agent: bool):
     import subprocess
     from datetime import UTC, datetime
 
-    from runner.profiles.catalog import Catalog, sha256_file
+    from runner.images.catalog import Catalog, sha256_file
     from runner.profiles.manifest import Credentials, ScreenSize, SshAccess
 
     folder = tmp_path / "linux-test"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.profiles.catalog import Catalog, ImageManifest, sha256_file
+from runner.images.catalog import Catalog, ImageManifest, sha256_file
 from runner.profiles.manifest import Credentials, DirectBoot, ScreenSize, SshAccess
 from runner.errors import InfraError, UsageError
 from runner.choices import StartChoice

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runner.profiles.catalog import Image, ImageManifest
+from runner.images.catalog import Image, ImageManifest
 from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import PROJECT_ROOT
 from runner.errors import UsageError

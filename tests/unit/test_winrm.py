@@ -134,7 +134,7 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     """windows-core's find-and-fix verifier over WinRM, as the verifier account: files staged under
     C:\\cu-run\\staging\\task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
     given, the scripts' working folder that home."""
-    from runner.profiles.catalog import DesktopUser
+    from runner.images.catalog import DesktopUser
     from runner.tasks.scripts import run_privileged
     from runner.tasks.model import load_suite
 
@@ -164,7 +164,7 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
 def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goes(server):
     """Over WinRM the script runs apart from staging: the helper's record is read by a command of
     its own, after the script and before the folder is removed, and wins over a forged stdout."""
-    from runner.profiles.catalog import DesktopUser
+    from runner.images.catalog import DesktopUser
     from runner.scoring.verdict import parse_verdict
     from runner.tasks.model import load_suite
     from runner.tasks.scripts import run_verifier
