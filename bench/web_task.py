@@ -28,7 +28,7 @@ from loopback_http import LoopbackHTTP, QuietHandler
 
 from runner.config import Settings
 from runner.records.cassettes import keep_cassettes
-from runner.benchmarks.assets import AssetStore
+from runner.assets import AssetStore
 from runner.runs.request import RunRequest
 from runner.runs.run import run_suite
 

@@ -27,7 +27,8 @@ from types import ModuleType
 from typing import Any
 
 from runner.benchmarks import registry
-from runner.benchmarks.assets import AssetStore, assets_root, missing_fix, task_assets, urls_of
+from runner.assets import AssetStore, assets_root, missing_fix
+from runner.benchmarks.task_assets import task_assets, urls_of
 from runner.benchmarks.pull import MAX_TOTAL, CollectedRejected, unpack
 from runner.benchmarks.sandbox import Limits, Scoring, run_scorer
 from runner.benchmarks.score_entry import metric_modules

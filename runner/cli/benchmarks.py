@@ -22,7 +22,8 @@ def assets_fetch(
     every: Annotated[bool, typer.Option("--all", help="also the tasks that cannot run here")] = False,
 ) -> None:
     """On a connected machine: download every file a suite's tasks need into a content-addressed store."""
-    from runner.benchmarks.assets import AssetStore, task_assets
+    from runner.assets import AssetStore
+    from runner.benchmarks.task_assets import task_assets
     from runner.tasks.model import load_suite
 
     loaded = load_suite(suite)
@@ -48,7 +49,7 @@ def assets_cassettes(
     assets: Annotated[Path, typer.Option("--assets", help="the asset store to keep them in (made if missing)")],
 ) -> None:
     """Keep a recording's cassettes in the asset store, by sha256, and name them in its suite for --net replay."""
-    from runner.benchmarks.assets import AssetStore
+    from runner.assets import AssetStore
     from runner.records.cassettes import keep_cassettes
     from runner.tasks.model import SUITE_CASSETTES
 

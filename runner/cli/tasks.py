@@ -178,7 +178,7 @@ def tasks_select(
     from runner.runs.request import RunRequest
     from runner.runs.run import run_suite
     from runner.tasks.model import load_suite
-    from runner.benchmarks.assets import missing_assets
+    from runner.benchmarks.task_assets import missing_assets
     from runner.tasks.selection import Exclusions, baseline_runner, draw, first_reason, offline_baseline
 
     if baseline not in ("nop", "none"):

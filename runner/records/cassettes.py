@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.benchmarks.assets import AssetStore
+from runner.assets import AssetStore
 from runner.errors import UsageError
 from runner.network.cassette import CASSETTE, merged
 from runner.records.folders import run_folders

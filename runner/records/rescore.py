@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.benchmarks.assets import AssetStore, assets_root, urls_of
+from runner.assets import AssetStore, assets_root
+from runner.benchmarks.task_assets import urls_of
 from runner.benchmarks.host_scoring import COLLECTED, EPISODE_UPSTREAM, HostScoring, score_collected_from
 from runner.benchmarks.scoring_env import ensure_env
 from runner.errors import UsageError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runner.agents.base import Agent
 from runner.agents.registry import make_agent
-from runner.benchmarks.assets import assets_root
+from runner.assets import assets_root
 from runner.errors import UsageError
 from runner.mcp.proxy import ExternalServer
 from runner.mcp.toolsets import DEFAULT_TOOLSETS

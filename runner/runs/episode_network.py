@@ -13,7 +13,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.benchmarks.assets import ASSETS_ENV, AssetStore, sha256_file
+from runner.assets import ASSETS_ENV, AssetStore, sha256_file
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
 from runner.network.cassette import CASSETTE

@@ -169,7 +169,7 @@ def test_the_hard_20_walk_on_stand_in_files_keeps_tasks_whose_nop_completes_at_0
 
     from unit.stand_ins import REVISION, StandIns
 
-    from runner.benchmarks.assets import task_assets
+    from runner.benchmarks.task_assets import task_assets
     from runner.benchmarks.scoring_env import ensure_env
     from runner.tasks.model import load_suite
 

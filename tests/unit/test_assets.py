@@ -1,4 +1,4 @@
-"""The asset store (runner.benchmarks.assets): fetched once into blobs/sha256 with an index, a
+"""The asset store (runner.assets): fetched once into blobs/sha256 with an index, a
 Hugging Face resolve/main URL pinned to a revision, checked by sha256 on use, every missing one
 named. Stand-in files are served on loopback: nothing here reaches the internet."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.benchmarks.assets import AssetStore, urls_of
+from runner.assets import AssetStore
+from runner.benchmarks.task_assets import urls_of
 from runner.benchmarks.host_scoring import prepare
 from runner.errors import UsageError
 from runner.tasks.model import load_suite

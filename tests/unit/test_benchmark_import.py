@@ -249,7 +249,7 @@ HARD20_EXCLUDED = ("test-small", "infeasible", "gdrive", "systemd", "gnome-setti
 
 
 def test_the_hard_20_walk_without_assets_names_each_skipped_task_and_why(osworld):
-    from runner.benchmarks.assets import missing_assets
+    from runner.benchmarks.task_assets import missing_assets
     from runner.tasks.selection import Exclusions, draw, walk_order
 
     suite = load_suite(str(osworld))
@@ -277,7 +277,8 @@ def test_the_hard_20_walk_without_assets_names_each_skipped_task_and_why(osworld
 def test_the_hard_20_walk_with_a_stand_in_asset_store_completes(osworld, tmp_path):
     """Every file the pool needs, fetched from stand-ins on loopback into a store: the walk tries
     each task that runs here, and stops at 20 kept."""
-    from runner.benchmarks.assets import AssetStore, missing_assets, task_assets
+    from runner.assets import AssetStore
+    from runner.benchmarks.task_assets import missing_assets, task_assets
     from runner.tasks.selection import Exclusions, draw, first_reason, offline_baseline, walk_order
     from stand_ins import StandIns
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. Every layer but the base is whole packages (folders); the base is the modules at
 # the top of runner/, and the commands layer holds the package's two entry points beside cli/.
 BASE = ("runner", "runner.errors", "runner.config", "runner.console", "runner.sockets", "runner.owner", "runner.screen",
-        "runner.interrupts", "runner.workers", "runner.registry", "runner.choices",
+        "runner.interrupts", "runner.workers", "runner.registry", "runner.choices", "runner.assets",
         "runner.frozen_clock")
 ENTRY_POINTS = ("runner.api", "runner.__main__")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [

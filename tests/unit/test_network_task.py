@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.benchmarks.assets import AssetStore
+from runner.assets import AssetStore
 from runner.choices import NetMode
 from runner.errors import UsageError
 from runner.network.settings import NetHosts, NetSettings
