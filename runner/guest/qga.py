@@ -117,8 +117,8 @@ class QemuAgentShell(GuestShell):
         head = (f"[ -d {folder} ] || mkdir -m 700 {folder}; exec >{shlex.quote(out)} 2>{shlex.quote(err)}; "
                 f"echo {stamp}; echo {stamp} >&2; cd {shlex.quote(self._workdir)} 2>/dev/null; ")
         text = (head + script).encode()
-        arguments = {"path": self._timeout_path, "env": self._env, "capture-output": False,
-                     "arg": ["-k", "2", str(max(1, round(timeout))), self._shell_path, "-s"]}
+        arguments: dict[str, Any] = {"path": self._timeout_path, "env": self._env, "capture-output": False,
+                                     "arg": ["-k", "2", str(max(1, round(timeout))), self._shell_path, "-s"]}
         if len(text) <= _INLINE_MAX:
             arguments["input-data"] = base64.b64encode(text).decode()
         else:  # too long for one request: the shell reads it from a file instead of its stdin
@@ -204,7 +204,8 @@ class QemuAgentShell(GuestShell):
     def _fill(self, handle: int, blocks) -> None:
         try:
             for block in blocks:
-                self._call("guest-file-write", handle=handle, **{"buf-b64": base64.b64encode(block).decode()})
+                chunk: dict[str, Any] = {"handle": handle, "buf-b64": base64.b64encode(block).decode()}
+                self._call("guest-file-write", **chunk)
         finally:
             self._call("guest-file-close", handle=handle)
 
