@@ -77,6 +77,8 @@ class GuestAgent:
     def windows(self) -> list[WindowInfo]:
         data = self._call("windows")
         try:
+            if not isinstance(data, dict):
+                raise TypeError(f"the answer is {type(data).__name__}, not an object")
             return [WindowInfo.model_validate(w) for w in data["windows"]]
         except (KeyError, TypeError, ValidationError) as exc:
             raise GuestAgentError(f"the guest agent's window list is malformed: {exc}") from exc

@@ -110,6 +110,7 @@ def test_accessibility_tools_return_the_agents_answer(tmp_path):
 @pytest.mark.parametrize("answer, exit_code, message", [
     ("not json at all", 0, "is not JSON"),
     ('{"windows": [{"title": "no id"}]}', 0, "malformed"),
+    ('["windows"]', 0, "the answer is list, not an object"),
     ("", 2, "fake agent failed"),
 ])
 def test_a_broken_agent_is_a_readable_tool_error(tmp_path, answer, exit_code, message):
