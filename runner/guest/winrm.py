@@ -22,6 +22,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import requests
 from winrm.exceptions import (
@@ -113,7 +114,7 @@ def encoded(script: str) -> str:
 
 
 class WinRmShell(GuestShell):
-    def __init__(self, host: str, port: int, user: str, password: str, *, transport: str = "ntlm",
+    def __init__(self, host: str, port: int, user: str, password: str, *, transport: Literal["ntlm", "basic"] = "ntlm",
                  protocol_factory: Callable[[], Protocol] | None = None) -> None:
         self.address = f"{host}:{port}"
         self.user = user
