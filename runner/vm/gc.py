@@ -54,9 +54,9 @@ def collect_garbage(host: Host, settings: Settings, *, everything: bool = False,
 
     if settings.episodes_dir.is_dir():
         for folder in sorted(settings.episodes_dir.iterdir()):
-            owner = folder_owner(folder)
-            if owner is not None and owner.alive() and not everything:
-                report.kept.append(f"episode folder {folder} (its runner, pid {owner.pid}, is alive)")
+            holder = folder_owner(folder)
+            if holder is not None and holder.alive() and not everything:
+                report.kept.append(f"episode folder {folder} (its runner, pid {holder.pid}, is alive)")
                 continue
             if host.is_running(folder.name) and not everything:
                 report.kept.append(f"episode folder {folder} (its domain is still running)")
