@@ -36,7 +36,7 @@ class WaitStep(BaseModel):
 
 
 Step = ToolStep | SleepStep | WaitStep
-_KINDS = {"tool": ToolStep, "wait": SleepStep, "wait_for": WaitStep}
+_KINDS: dict[str, type[Step]] = {"tool": ToolStep, "wait": SleepStep, "wait_for": WaitStep}
 
 
 def load_ui_script(path: Path) -> list[Step]:
