@@ -94,7 +94,7 @@ class VncDisplay(Display):
         self._key_delay = key_delay
         self._pointer_offset = pointer_offset
         self._lock = threading.RLock()  # vncdotool's proxy has one reply queue: one caller at a time
-        self._client = None
+        self._client: vnc_api.ThreadedVNCClientProxy | None = None
         self._pointer = (0, 0)
         self._clicked_at = 0.0
         self._pointer_sent_at = 0.0
