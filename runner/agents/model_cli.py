@@ -57,11 +57,17 @@ class ModelCliAgent(Agent):
     def executable(self) -> str | None:
         return os.environ.get(self.bin_env) or shutil.which(self.binary)
 
-    @override
-    def preflight(self, tasks: tuple[Task, ...]) -> None:
-        if not self.executable():
+    def _found_executable(self) -> str:
+        """The CLI; a UsageError saying how to install it when there is none."""
+        exe = self.executable()
+        if not exe:
             raise UsageError(f"the {self.name} agent needs the {self.binary!r} CLI, which is not on PATH",
                              fix=f"install it, or point {self.bin_env} at it")
+        return exe
+
+    @override
+    def preflight(self, tasks: tuple[Task, ...]) -> None:
+        self._found_executable()
         env = {**os.environ, **self.env}
         if not any(found(env, Path.home()) for _what, found in self.credentials):
             raise UsageError(f"the {self.name} agent finds no credentials for its model",
@@ -70,9 +76,11 @@ class ModelCliAgent(Agent):
     @override
     def version(self) -> str:
         exe = self.executable()
+        if exe is None:
+            return "unknown"
         try:
             out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired, TypeError):
+        except (OSError, subprocess.TimeoutExpired):
             return "unknown"
         return out.splitlines()[0] if out else "unknown"
 
@@ -125,7 +133,7 @@ class ClaudeAgent(ModelCliAgent):
     @override
     def argv(self, task: Task, session: McpSession) -> list[str]:
         allowed = ",".join(f"mcp__{SERVER_NAME}__{name}" for name in session.tool_names)
-        return [self.executable(), "-p", task.spec.instruction,
+        return [self._found_executable(), "-p", task.spec.instruction,
                 *(["--model", self.model] if self.model else []),
                 "--output-format", "stream-json", "--verbose",
                 "--mcp-config", str(session.config_path), "--strict-mcp-config",
@@ -153,7 +161,7 @@ class CodexAgent(ModelCliAgent):
         table = f"mcp_servers.{SERVER_NAME}"
         enabled = "[" + ",".join(f'"{name}"' for name in session.tool_names) + "]"
         host_tools_off = [arg for feature in CODEX_HOST_FEATURES for arg in ("-c", f"features.{feature}=false")]
-        return [self.executable(), "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
+        return [self._found_executable(), "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
                 *(["--model", self.model] if self.model else []),
                 *host_tools_off, "-c", 'web_search="disabled"',
                 "-c", f'{table}.url="{session.url}"',
