@@ -25,9 +25,10 @@ from typing import Any
 import anyio
 import anyio.from_thread
 from mcp import Client, StdioServerParameters
+from mcp.client import Transport
 from mcp.client.stdio import stdio_client
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 from typing_extensions import override
 
 from runner import __version__
@@ -83,11 +84,13 @@ class ExternalSession:
         self._stack = ExitStack()
         try:
             portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+            target: Transport | str
             if server.command is not None:
                 argv = shlex.split(server.command)
                 log = self._stack.enter_context(errlog.open("a"))
                 target = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=env), errlog=log)
             else:
+                assert server.url is not None  # one of the two, by __post_init__
                 target = server.url
             self.client = self._stack.enter_context(
                 portal.wrap_async_context_manager(Client(target, read_timeout_seconds=CALL_TIMEOUT_S)))
@@ -134,17 +137,16 @@ def map_action(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
 def _summary(result: CallToolResult) -> str:
     parts = []
     for item in result.content:
-        kind = getattr(item, "type", "")
-        if kind == "text":
+        if isinstance(item, TextContent):
             parts.append(item.text[:300])
-        elif kind == "image":
+        elif isinstance(item, ImageContent):
             parts.append(f"image {item.mime_type}")
     return ("error: " if result.is_error else "") + ("; ".join(parts) or "ok")
 
 
 def _first_image(result: CallToolResult) -> bytes | None:
     for item in result.content:
-        if getattr(item, "type", "") == "image":
+        if isinstance(item, ImageContent):
             try:
                 return png_from_any(item.mime_type, base64.b64decode(item.data))
             except Exception:  # noqa: BLE001 - an image we cannot read is summarized, not saved
