@@ -118,7 +118,7 @@ def main() -> None:
         gnome = build_variant(Catalog(scratch / "catalog"), spec, gnome_recipe(scratch), progress=lambda _l: None)
         build_s = round(time.perf_counter() - started, 1)
         host = LibvirtHost(settings.libvirt_uri)
-        accel, _probe = resolve_accel(settings, xfce, "auto")
+        accel, _probe = resolve_accel(settings, "auto")
         try:
             results = {"accel": accel, "gnome_build_s": build_s,
                        "xfce": cold_desktop(host, settings, xfce, accel, WINDOW_MANAGERS["xfce"], TERMINALS["xfce"]),

@@ -78,7 +78,7 @@ def image_build(
             return str(accel)
         from runner.runs.scope import resolve_accel
 
-        chosen, _probe = resolve_accel(settings, None, AccelChoice.auto)
+        chosen, _probe = resolve_accel(settings, AccelChoice.auto)
         if chosen == "tcg":
             err.print("[yellow]KVM is not usable here: a build that boots its guest under TCG takes far longer[/]")
         return chosen

@@ -138,7 +138,7 @@ class HostService:
     # -- what the host is
 
     def info(self) -> dict:
-        accel, probe = resolve_accel(self.settings, None, AccelChoice.auto)
+        accel, probe = resolve_accel(self.settings, AccelChoice.auto)
         images = Catalog(self.settings.images_dir).images()
         return {
             "name": self.name, "version": __version__, "slots": self.slots, "pid": os.getpid(),

@@ -1,4 +1,5 @@
-"""A PowerShell single-quoted string literal, the one way text reaches a guest's PowerShell.
+"""A PowerShell single-quoted string literal: how text reaches a guest's PowerShell (a guest
+program's parameters are written with it too, as runner.guest.programs.ps_literal's quoted runs).
 
 PowerShell's tokenizer ends a single-quoted string at any of five characters, not one: the ASCII
 apostrophe and the typographic quotes U+2018, U+2019, U+201A and U+201B (its IsSingleQuote). Inside

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from runner.config import DATA_ROOT
+from runner.guest.powershell_quote import ps_quote
 
 GUEST_PROGRAMS = DATA_ROOT / "guest_agent"
 _NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -89,22 +90,22 @@ def ps_value(value: PsValue) -> str:
 
 def ps_literal(text: str) -> str:
     """TEXT as a PowerShell expression whose value is exactly TEXT, written in printable ASCII:
-    only printable ASCII goes between quotes, ' doubled, and any other character is [char]0xNNNN,
+    only printable ASCII goes between quotes (ps_quote's), and any other character is [char]0xNNNN,
     one per UTF-16 unit (the units a .NET string holds). A program's arguments then hold no
     typographic quote (see runner/guest/powershell_quote.py), line break or control character
     for any reader of the script to take differently."""
     units = text.encode("utf-16-le", "surrogatepass")
     parts: list[str] = []
-    quoted = ""
+    run = ""
     for i in range(0, len(units), 2):
         unit = int.from_bytes(units[i:i + 2], "little")
         if 0x20 <= unit < 0x7F:
-            quoted += "''" if unit == 0x27 else chr(unit)
+            run += chr(unit)
             continue
-        if quoted or not parts:
-            parts.append(f"'{quoted}'")
-            quoted = ""
+        if run or not parts:
+            parts.append(ps_quote(run))
+            run = ""
         parts.append(f"[char]0x{unit:04X}")
-    if quoted or not parts:
-        parts.append(f"'{quoted}'")
+    if run or not parts:
+        parts.append(ps_quote(run))
     return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"

@@ -130,8 +130,7 @@ def _stopped(boot: Boot, timeout: float) -> str:
 
 
 def cached_probe(cache_dir: Path) -> AccelProbe:
-    """The probe's answer, remembered until the host reboots, QEMU changes or the sector does.
-    _KERNEL is not read any more (runner/vm/doctor.py still passes linux-test's): drop both together."""
+    """The probe's answer, remembered until the host reboots, QEMU changes or the sector does."""
     problem = device_problem()  # before the cache: a user who may not open /dev/kvm gets no saved "works"
     if problem:
         return AccelProbe(False, problem, device_ok=False)

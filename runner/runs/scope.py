@@ -121,9 +121,9 @@ def new_run_id() -> str:
     return secrets.token_hex(3)
 
 
-def resolve_accel(settings: Settings, image: Image | None, requested: AccelChoice) -> tuple[Accel, AccelProbe]:
-    """The accelerator for REQUESTED, and the probe it was chosen on (runner.hypervisor.accel).
-    IMAGE is not read: the probe boots its own sector, whatever the image (callers still name it)."""
+def resolve_accel(settings: Settings, requested: AccelChoice) -> tuple[Accel, AccelProbe]:
+    """The accelerator for REQUESTED, and the probe it was chosen on (runner.hypervisor.accel:
+    the probe boots its own sector, whatever the image)."""
     probe = cached_probe(settings.cache_dir)
     return choose_accel(requested, probe), probe
 
@@ -133,7 +133,7 @@ def warm_outside_a_run(settings: Settings, host: Host, image: Image, requested: 
     """Warm states for IMAGE made before any run (`cu-run image warm`, a cluster host's warm), for
     the accelerator a run would resolve: SLOTS of them, or with ADMITTED as many of SLOTS as the
     host's memory admits (a cluster host warms what its runs will use)."""
-    accel, probe = resolve_accel(settings, image, requested)
+    accel, probe = resolve_accel(settings, requested)
     warning = forced_kvm_warning(requested, probe)
     if warning:
         progress(warning)
@@ -157,7 +157,7 @@ def make_scope(settings: Settings, request: ScopeRequest, host: Host, *,
                notice: Notice = lambda _line: None) -> RunScope:
     """The scope for REQUEST on HOST, a connection the caller owns (a cluster host's, long-lived)."""
     image = image_named(Catalog(settings.images_dir), request.image)
-    accel, probe = resolve_accel(settings, image, request.accel)
+    accel, probe = resolve_accel(settings, request.accel)
     admission = admit(request.vm_pool, image.manifest.memory_mib, accel, available_mib())
     notes: list[str] = []
     warning = forced_kvm_warning(request.accel, probe)

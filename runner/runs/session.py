@@ -67,7 +67,7 @@ def open_vm(
 def print_dry_run(settings: Settings, image_name: str, accel: AccelChoice) -> str:
     """The domain XML an episode of IMAGE_NAME would get, without starting anything."""
     image = image_named(Catalog(settings.images_dir), image_name)
-    chosen, _ = resolve_accel(settings, image, accel)
+    chosen, _ = resolve_accel(settings, accel)
     identity = SlotIdentity("dryrun", 0)
     spec = episode_domain_spec(image, identity, settings.episodes_dir / identity.name, chosen,
                                shell_port=0, owner=me(), libvirt_uri=settings.libvirt_uri)

@@ -2,10 +2,11 @@
 and a VM supply over its slots (runner.runs.vm_supply), from which each sample claims a VM and to
 which it gives the VM back, as a run's episode does.
 
-The supply starts them as a run's pool does: its own warm state or a cold boot, waiting for the
-slot's last VM, which is torn down in the background. Where the sandbox differs, it is one of the
-supply's options, set in `open` below with why: each slot starts its own way, a sample takes a
-free slot (a warm one first), no standbys, and a warm start that fails is tried once more cold.
+The supply starts them as a run's pool does: its own warm state or a cold boot. Where the sandbox
+differs, it is one of the supply's options, set in `open` below with why: each slot starts its own
+way, a sample takes a free slot (a warm one first), no standbys, and a warm start that fails is
+tried once more cold. One difference is not an option: a sample's VM is torn down in its cleanup
+(end_episode), not in the background as a run's is.
 
 Admission decides how many slots there are: a sample past them waits for one, whatever
 Inspect's --max-sandboxes says (the provider tells the user once when the two differ).

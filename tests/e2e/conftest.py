@@ -27,7 +27,7 @@ def built_image(settings, request) -> Image:
 
 @pytest.fixture(scope="session")
 def accel(settings, built_image) -> str:
-    chosen, _probe = resolve_accel(settings, built_image, "auto")
+    chosen, _probe = resolve_accel(settings, "auto")
     return chosen
 
 

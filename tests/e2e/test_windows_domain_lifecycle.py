@@ -68,7 +68,7 @@ def screen_size_settled(host, name: str, timeout: float = 120.0) -> tuple[int, i
 
 
 def test_a_windows_shaped_domain_starts_saves_and_restores_with_a_new_port_forward(host, settings):
-    accel, _probe = resolve_accel(settings, None, "auto")
+    accel, _probe = resolve_accel(settings, "auto")
     run_as = run_as_for(settings.libvirt_uri)
     ovmf_code, ovmf_vars = next((c, v) for c, v in OVMF_CANDIDATES if Path(c).is_file())
     workdir = settings.episodes_dir / f"winlife-{me().pid}"

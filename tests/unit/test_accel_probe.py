@@ -253,7 +253,7 @@ def resolve_as_a_user(cache: Path) -> dict:
     kernel = Path("/boot") / UBUNTU_KERNEL
     stand_in = {"kernel_listed": kernel.exists(), "kernel_readable": os.access(kernel, os.R_OK), "uid": os.getuid()}
     settings = Settings(cache_dir=cache, libvirt_uri="test:///default")
-    chosen, probe = resolve_accel(settings, None, AccelChoice.auto)
+    chosen, probe = resolve_accel(settings, AccelChoice.auto)
     try:
         forced: str = choose_accel(AccelChoice.kvm, probe)
     except UsageError as exc:
