@@ -33,14 +33,16 @@ from runner.scoring.ext4_reader import Ext4
 from runner.scoring.quarantine import user_processes
 from runner.profiles.listing import Watch
 from runner.runs.session import open_vm
+from runner.profiles.parts import Quarantine
+from runner.profiles.listing import WriteSetLister
 
 
 def variants(vm) -> dict[str, Callable[[], object]]:
     profile, user = get_profile("linux"), vm.desktop_user
-    watch = Watch((user.home,), tuple(p.replace("~", user.home, 1) for p in profile.default_ignore))
-    listing = profile.list_script(watch)
+    watch = Watch((user.home,), tuple(p.replace("~", user.home, 1) for p in profile.part(WriteSetLister).default_ignore))
+    listing = profile.part(WriteSetLister).list_script(watch)
     keep = user_processes(vm.admin_shell, user, profile)
-    quarantine = profile.quarantine_script(user, keep)
+    quarantine = profile.part(Quarantine).quarantine_script(user, keep)
     # Round two's quarantine: round three's steps, with the ones round three added made no-ops.
     without = quarantine_steps(user, keep) + ("stop_starters() { starters=' '; bus=0; }\n"
                                               "hide_bus_services() { hidden=; }\nreload_bus() { :; }\n"

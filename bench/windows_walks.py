@@ -33,6 +33,7 @@ from common import emit, summarize
 
 from runner.profiles import get_profile
 from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, expand, matches, pruned_folders
+from runner.profiles.listing import WriteSetLister
 
 HOME = "C:\\Users\\cu"
 EVALS = "C:\\evals"
@@ -170,7 +171,7 @@ def main() -> None:
     args = parser.parse_args()
 
     windows = get_profile("windows")
-    ignore = tuple(expand(p, HOME) for p in windows.default_ignore)
+    ignore = tuple(expand(p, HOME) for p in windows.part(WriteSetLister).default_ignore)
     pruned = pruned_folders(ignore, windows=True)
     top = Path(tempfile.mkdtemp(prefix="cu-run-walks-", dir=args.dir))
     try:

@@ -2,7 +2,7 @@
 # shellcheck shell=sh
 # The MCP file tool list_files (runner.mcp.server), in the desktop user's shell: lists TARGET, a
 # folder inside ROOT, one line an entry: type, size, modified, name. Exits 3 when TARGET is not
-# there, 4 when what it leads to is outside ROOT (runner.profiles.base: FILE_TOOL_ERRORS).
+# there, 4 when what it leads to is outside ROOT (runner.profiles.parts: FILE_TOOL_ERRORS).
 #
 # Parameters:
 #   ROOT    the folder the tools may read (normalised)

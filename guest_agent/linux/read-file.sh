@@ -3,7 +3,7 @@
 # The MCP file tool file_download (runner.mcp.server), in the desktop user's shell: prints
 # TARGET, a file inside ROOT, as base64. Exits 3 when TARGET is not there, 4 when what it leads to
 # is outside ROOT, 5 when it is not a file, 6 when it holds more than MAX_BYTES
-# (runner.profiles.base: FILE_TOOL_ERRORS).
+# (runner.profiles.parts: FILE_TOOL_ERRORS).
 #
 # Parameters:
 #   ROOT       the folder the tools may read (normalised)

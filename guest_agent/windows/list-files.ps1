@@ -1,7 +1,7 @@
 # cu-run: runs as the desktop user
 # The MCP file tool list_files (runner.mcp.server), in the desktop user's shell: lists Target, a
 # folder inside Root, one line an entry: type, size, modified, name. Exits 3 when Target is not
-# there, 4 when it is outside Root (runner.profiles.base: FILE_TOOL_ERRORS).
+# there, 4 when it is outside Root (runner.profiles.parts: FILE_TOOL_ERRORS).
 #
 # Parameters:
 #   Root    the folder the tools may read (normalised, no backslash at its end)

@@ -1,7 +1,7 @@
 # cu-run: runs as the desktop user
 # The MCP file tool file_download (runner.mcp.server), in the desktop user's shell: prints Target,
 # a file inside Root, as base64. Exits 3 when Target is not there, 4 when it is outside Root, 5
-# when it is not a file, 6 when it holds more than MaxBytes (runner.profiles.base: FILE_TOOL_ERRORS).
+# when it is not a file, 6 when it holds more than MaxBytes (runner.profiles.parts: FILE_TOOL_ERRORS).
 #
 # Parameters:
 #   Root      the folder the tools may read (normalised, no backslash at its end)

@@ -55,7 +55,7 @@ class ScriptedAgent(Agent):
         assert session is not None
         steps = load_ui_script(task.folder / self.script)
         command = vm.image.manifest.guest_agent
-        observer = DisplayObserver(vm.display, GuestAgent(vm.shell, command, vm.image.manifest.guest.quote_arguments)
+        observer = DisplayObserver(vm.display, GuestAgent(vm.shell, command, vm.image.manifest.guest.scripts.quote_arguments)
                                        if command else None)
         lines: list[str] = []
         try:

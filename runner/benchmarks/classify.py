@@ -43,6 +43,7 @@ from runner.benchmarks import registry
 from runner.benchmarks.registry import UpstreamTask
 from runner.network.policy import Origin, Refused
 from runner.profiles import get_profile
+from runner.profiles.parts import NetworkEnd
 
 CATEGORIES = ("infeasible", "gdrive", "web", "live-state", "assets", "offline")
 
@@ -163,7 +164,7 @@ def live_only(data: dict[str, Any], commands: str, getter_types: set[str]) -> li
 
 def _web_exclusions(task: UpstreamTask, origins: tuple[str, ...], live: list[str]) -> list[str]:
     profile = registry.get(task.bench).profile.profile
-    if not get_profile(profile).carries_network:
+    if get_profile(profile).part(NetworkEnd) is None:
         return [f"needs the internet, and {profile} guests have no network end yet (docs/network.md)"]
     if live:
         return ["needs the live internet, which a cassette cannot replay: " + "; ".join(live)]

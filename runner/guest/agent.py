@@ -58,7 +58,7 @@ class AccessibleNode(BaseModel):
 class GuestAgent:
     def __init__(self, shell: GuestShell, command: str,
                  quote: Callable[[Sequence[str]], str] = shlex.join, *, channel: str = "the guest shell") -> None:
-        """QUOTE: the guest shell's own quoting of an argument list (GuestProfile.quote_arguments):
+        """QUOTE: the guest shell's own quoting of an argument list (TaskScripts.quote_arguments):
         POSIX quotes mean something else to PowerShell. CHANNEL: whose shell SHELL is, as errors
         name it ("the desktop user cu's shell"): what the guest allows differs by account."""
         self.shell = shell

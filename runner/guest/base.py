@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from runner.errors import GuestUnreachable, OutputTooLarge
 
@@ -63,6 +64,19 @@ class GuestShell(ABC):
     @abstractmethod
     def close(self) -> None:
         """Closes the connection. Idempotent."""
+
+    def freezer(self) -> FilesystemFreezer | None:
+        """What freezes the guest's filesystems from outside any of its processes (the QEMU guest
+        agent does), so that the host can read its disk as the guest would; None for a shell that
+        cannot (a freeze asked over SSH would be asked of a process the guest's root could replace)."""
+        return None
+
+
+class FilesystemFreezer(Protocol):
+    def freeze_filesystems(self) -> int:
+        """Freezes the guest's filesystems; returns how many. Raises when it could not."""
+
+    def thaw_filesystems(self) -> None: ...
 
 
 class NotReady(Exception):

@@ -99,6 +99,10 @@ class QemuAgentShell(GuestShell):
         self._call("guest-fsfreeze-thaw", timeout=60)
 
     @override
+    def freezer(self) -> QemuAgentShell:
+        return self
+
+    @override
     def run(self, script: str, timeout: float = 60.0) -> ExecResult:
         spool = self._take_spool()
         try:

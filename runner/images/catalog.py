@@ -30,7 +30,7 @@ class ImageManifest(ManifestFields):
     def _access_fits_profile(self) -> ImageManifest:
         if self.profile not in PROFILES:
             raise ValueError(f"profile {self.profile!r} is not one of {', '.join(PROFILES)}")
-        problem = self.guest.access_problem(self)
+        problem = self.guest.access.access_problem(self)
         if problem is not None:
             raise ValueError(problem)
         return self
@@ -41,17 +41,17 @@ class ImageManifest(ManifestFields):
 
     @property
     def desktop_user(self) -> DesktopUser:
-        return DesktopUser(self.credentials.user, self.guest.home(self.credentials.user))
+        return DesktopUser(self.credentials.user, self.guest.access.home(self.credentials.user))
 
     def admin_access_missing(self) -> str | None:
         """Why the runner cannot reach the image's admin account, or None: images built before
         the privileged channel have none, and verifying through the desktop user is not sound."""
-        return self.guest.admin_access_missing(self)
+        return self.guest.access.admin_access_missing(self)
 
     @property
     def shell_port(self) -> int:
         """The guest port of the runner's shells."""
-        return self.guest.shell_port(self)
+        return self.guest.access.shell_port(self)
 
 
 class Image:

@@ -28,7 +28,7 @@ from runner.images.catalog import MANIFEST, Catalog, Image, ImageManifest, sha25
 from runner.profiles.manifest import Credentials, DirectBoot, ScreenSize, SshAccess
 from runner.config import DATA_ROOT, private_dir, recipe_dir
 from runner.errors import InfraError, UsageError
-from runner.profiles.linux import LinuxProfile
+from runner.profiles import linux
 from runner.images.builders import Builder, register_builder
 from runner.images.scratch import scratch_then_rename
 
@@ -182,7 +182,7 @@ def _build_linux(catalog: Catalog, spec: LinuxRecipe, progress: Progress, recipe
         packages = _packages(work / "packages.tsv")
         manifest = ImageManifest(
             name=name,
-            profile=LinuxProfile.name,
+            profile=linux.PROFILE_NAME,
             disk=disk.name,
             disk_sha256=sha256_file(disk),
             disk_bytes=disk.stat().st_size,

@@ -30,7 +30,7 @@ from runner.images.catalog import MANIFEST, Catalog, Image, ImageManifest, sha25
 from runner.profiles.manifest import Credentials, ScreenSize, UefiFirmware, WinRmAccess
 from runner.config import DATA_ROOT
 from runner.errors import InfraError, UsageError
-from runner.profiles.windows import WindowsProfile
+from runner.profiles import windows
 from runner.images.builders import BuildRequest, Builder, register_builder
 from runner.images.linux_images import run_logged
 from runner.display.vnc import VncDisplay
@@ -328,7 +328,7 @@ def _build_into(work: Path, name: str, inputs: WindowsInputs, tools: Tools, pass
     progress("hashing the golden disk")
     built_at = datetime.now(UTC)
     manifest = ImageManifest(
-        name=name, profile=WindowsProfile.name, disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
+        name=name, profile=windows.PROFILE_NAME, disk="disk.qcow2", disk_sha256=sha256_file(work / "disk.qcow2"),
         disk_bytes=(work / "disk.qcow2").stat().st_size,
         firmware=UefiFirmware(code=tools.ovmf_code, vars="OVMF_VARS.fd"),
         screen=SCREEN, desktop_ready_check=DESKTOP_READY, guest_agent=GUEST_AGENT,

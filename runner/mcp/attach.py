@@ -101,6 +101,6 @@ def attached_server(url: str, trajectory: Trajectory, *, toolsets: tuple[str, ..
     recorded_shell = RecordingShell(shell, trajectory) if shell is not None else None
     server = build_server(RecordingDisplay(display, trajectory), recorded_shell, toolsets=toolsets,
                           file_root=file_root, guest=get_profile(profile) if shell is not None else None,
-                          guest_agent=GuestAgent(recorded_shell, guest_agent, get_profile(profile).quote_arguments)
+                          guest_agent=GuestAgent(recorded_shell, guest_agent, get_profile(profile).scripts.quote_arguments)
                           if recorded_shell and guest_agent else None)
     return server, closers + ([shell] if shell is not None else [])

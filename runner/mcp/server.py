@@ -27,7 +27,7 @@ from runner.errors import CommandTimeout, GuestUnreachable, UsageError
 from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import GuestShell
 from runner.profiles import GuestProfile
-from runner.profiles.base import FILE_TOOL_ERRORS
+from runner.profiles.parts import FILE_TOOL_ERRORS, FileTools
 from runner.mcp.toolsets import DEFAULT_TOOLSETS, TOOLSETS, resolve_toolsets
 from runner.mcp.trajectory import CURRENT_TOOL, StepLimitReached
 
@@ -39,10 +39,14 @@ MAX_DOWNLOAD_BYTES = 10 * 2**20
 def build_server(display: Display, shell: GuestShell | None = None, *,
                  toolsets: tuple[str, ...] = DEFAULT_TOOLSETS, file_root: str | None = None,
                  guest: GuestProfile | None = None, guest_agent: GuestAgent | None = None) -> MCPServer:
-    """GUEST (the profile) writes the file tools' scripts in the guest's own shell language."""
+    """GUEST (the profile) writes the file tools' scripts in the guest's own shell language (its FileTools part)."""
     allowed = set(resolve_toolsets(toolsets))
+    files = None if guest is None else guest.part(FileTools)
     if allowed & set(TOOLSETS["files"]) and (shell is None or not file_root or guest is None):
         raise UsageError("the file tools need a guest shell, its profile and a root folder they are confined to")
+    if allowed & set(TOOLSETS["files"]) and guest is not None and files is None:
+        raise UsageError(f"the file tools need a guest with file tools, and {guest.name} guests have none",
+                         fix="leave out --tools files")
     if allowed & set(TOOLSETS["accessibility"]) and guest_agent is None:
         raise UsageError("the accessibility tools need the image's guest agent, and this image has none",
                          fix="rebuild the image (cu-run image build NAME --force) or leave out --tools accessibility")
@@ -74,8 +78,8 @@ def build_server(display: Display, shell: GuestShell | None = None, *,
     add_keyboard_tools(tool, act, display)
     if guest_agent is not None:
         add_accessibility_tools(tool, act, guest_agent)
-    if shell is not None and file_root and guest is not None:
-        add_file_tools(tool, act, shell, guest, file_root)
+    if shell is not None and file_root and files is not None:
+        add_file_tools(tool, act, shell, files, file_root)
 
     return server
 
@@ -199,12 +203,12 @@ def add_accessibility_tools(tool: Tool, act: Act, guest_agent: GuestAgent) -> No
         return _compact(tree.model_dump(exclude_none=True, exclude_defaults=True))
 
 
-def add_file_tools(tool: Tool, act: Act, shell: GuestShell, guest: GuestProfile, file_root: str) -> None:
-    """list_files and file_download, confined to FILE_ROOT, in the guest profile's own scripts."""
+def add_file_tools(tool: Tool, act: Act, shell: GuestShell, files: FileTools, file_root: str) -> None:
+    """list_files and file_download, confined to FILE_ROOT, in the guest's own scripts (FILES)."""
 
     def confine(path: str) -> str:
         try:
-            return guest.confine(file_root, path)
+            return files.confine(file_root, path)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
 
@@ -217,7 +221,7 @@ def add_file_tools(tool: Tool, act: Act, shell: GuestShell, guest: GuestProfile,
     @tool
     async def list_files(path: str = ".") -> str:
         """List a folder inside the task's file root: type (f file, d folder), size, modified, name."""
-        script = guest.list_files_script(file_root, confine(path))
+        script = files.list_files_script(file_root, confine(path))
         result = await act("list_files", lambda: shell.run(script, timeout=30))
         refused(path, result.exit_code)
         return result.stdout or "(empty)"
@@ -225,7 +229,7 @@ def add_file_tools(tool: Tool, act: Act, shell: GuestShell, guest: GuestProfile,
     @tool
     async def file_download(path: str) -> str:
         """The contents of a text file inside the task's file root (up to 10 MiB)."""
-        script = guest.read_file_script(file_root, confine(path), MAX_DOWNLOAD_BYTES)
+        script = files.read_file_script(file_root, confine(path), MAX_DOWNLOAD_BYTES)
         result = await act("file_download", lambda: shell.run(script, timeout=60))
         refused(path, result.exit_code)
         data = base64.b64decode(result.stdout)

@@ -87,5 +87,5 @@ def episode_server(vm: EpisodeVM, trajectory: Trajectory, *, toolsets: tuple[str
     command = vm.image.manifest.guest_agent
     return build_server(RecordingDisplay(vm.display, trajectory), shell, toolsets=toolsets, file_root=file_root,
                         guest=vm.image.manifest.guest,
-                        guest_agent=GuestAgent(shell, command, vm.image.manifest.guest.quote_arguments)
+                        guest_agent=GuestAgent(shell, command, vm.image.manifest.guest.scripts.quote_arguments)
                         if command else None)

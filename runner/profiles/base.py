@@ -1,311 +1,97 @@
-"""The guest-profile seam: everything that differs between kinds of guest, behind one interface.
+"""The guest-profile seam: a kind of guest, put together from the parts it has (runner.profiles.parts).
 
-A profile owns its script language, its shell transport, where a task's files are staged,
-the preludes of privileged and agent scripts, the write-set listing, how the agent's
-processes are stopped, the clock fix after a restore, the MCP file tools' scripts and the
-conformance checks. No module outside runner/profiles/ compares a profile's name; adding
-a profile is one module and one registry entry (runner.profiles.register).
+A profile is a name, the catalog image its suites run on by default, how its paths compare, and
+its parts. Two are required, since no task runs without them: the shells (ShellAccess) and the
+task scripts (TaskScripts). Every other part is looked up by its kind, and whoever uses one does
+without it or says what is missing: `profile.part(Quarantine)` may be None, and
+`profile.needs(NetworkEnd, "a networked task")` raises a UsageError naming the guest and the part.
 
-The contract is written here once; the profiles do not repeat it.
+No module outside runner/profiles/ compares a profile's name or class; adding a profile is
+writing its parts, and one registry entry (runner.profiles.register).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from runner.profiles.manifest import ImageFiles, ManifestFields
-    from runner.guest.base import GuestShell
-    from runner.guest.qga import AgentLink
-    from runner.profiles.listing import Listing, Watch
-
-Phase = Literal["setup", "verify"]
-
-# What the MCP file tools' scripts answer besides success, and what it means for the agent.
-FILE_TOOL_ERRORS = {3: "does not exist", 4: "leads outside {root}", 5: "is not a file", 6: "is over 10 MiB"}
-
-
-@dataclass(frozen=True)
-class DesktopUser:
-    """The account the desktop runs as, which the agent acts as."""
-
-    name: str
-    home: str
-
-
-@dataclass(frozen=True)
-class ShellEndpoint:
-    """How a person reaches a VM's user shell: `vm up --json` prints DETAILS under KIND."""
-
-    kind: str  # ssh, winrm
-    details: dict[str, Any]
-    how: str  # one line a person can follow
-
-
-@dataclass(frozen=True)
-class DesktopProbe:
-    """What the click and typing conformance checks need to see input arrive inside the guest:
-    a terminal on the desktop to type into, and scripts that read back what arrived."""
-
-    terminal_point: tuple[int, int]  # a click here focuses the desktop's terminal
-    terminal_focus: str  # the focused window's title or app while the terminal has the focus
-    pointer_script: str  # prints X=<x> and Y=<y> of the guest's pointer, one per line
-    empty_point: tuple[int, int]  # a stretch of bare desktop
-    scratch: tuple[str, str]  # two paths the typing check may write to
-
-
-@dataclass(frozen=True)
-class Shells:
-    """The two ways into a guest: as the desktop user (the agent's rights) and as the admin
-    (what decides the score)."""
-
-    user: GuestShell
-    admin: GuestShell
-
-
-# How a staged_run_script says that staging itself failed, before the task's script ran.
-STAGING_FAILED = "cu-run: could not stage the task's files"
-STAGING_FAILED_EXIT = 125
-
-
-class GuestProfile(ABC):
-    name: str
-    script_ext: str  # of task scripts: ".sh", ".ps1"
-    default_image: str  # the catalog image a suite of this profile runs on by default
-    default_watch: tuple[str, ...]  # write-set roots; "~" is the desktop user's home
-    default_ignore: tuple[str, ...]  # what any desktop session writes by itself
-    windows_paths: bool = False  # paths are case-insensitive and use backslashes
-    admin_task_dir: str  # where privileged scripts and their files are staged
-    agent_task_dir: str  # where the oracle's files are staged
-    # True: the desktop user's processes present before the agent are spared by default
-    # (no way to freeze a whole session without tearing it down).
-    spares_earlier_processes: bool = False
-    # The filesystem of the guest's disk that the host can read for the write set after the agent
-    # (runner/scoring/disk_listing.py), its watched roots all on it; None: the lister in the guest.
-    disk_filesystem: str | None = None
-    desktop_probe: DesktopProbe | None = None  # None: the click and typing checks cannot run here
-    # How long a cold boot may take until the shell answers (a restore was saved running and gets
-    # the runner's own limit, runner.vm.episode.SHELL_READY_TIMEOUT).
-    boot_shell_timeout: float = 240.0
-
-    # -- the image
-
-    @abstractmethod
-    def home(self, user: str) -> str:
-        """The desktop user's home folder in the guest."""
-
-    @abstractmethod
-    def access_problem(self, manifest: ManifestFields) -> str | None:
-        """What is missing from an image manifest of this profile (how the runner reaches it), or None."""
-
-    @abstractmethod
-    def admin_access_missing(self, manifest: ManifestFields) -> str | None:
-        """Why the runner cannot reach the image's admin account, or None."""
-
-    @abstractmethod
-    def shell_port(self, manifest: ManifestFields) -> int:
-        """The guest port the runner's shells listen on."""
-
-    @abstractmethod
-    def open_shells(self, image: ImageFiles, host: str, port: int, agent: AgentLink | None = None) -> Shells:
-        """The user's and the admin's shell of a VM of IMAGE whose shell port is forwarded to HOST:PORT.
-        AGENT reaches the VM's QEMU guest agent, which a profile may use for the admin's shell
-        when the image runs one (ImageManifest.qemu_agent)."""
-
-    @abstractmethod
-    def endpoint(self, image: ImageFiles, host: str, port: int) -> ShellEndpoint:
-        """How a person reaches the user's shell."""
-
-    # -- scripts in the guest
-
-    @abstractmethod
-    def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
-        """What runs before a setup, verify, checkpoint or safety script in the admin's shell:
-        USER_HOME, DESKTOP_USER and TASK_DIR set, the working folder the user's home."""
-
-    @abstractmethod
-    def agent_prelude(self, folder: str) -> str:
-        """What runs before the oracle in the user's shell: TASK_DIR set, the user's home entered."""
-
-    @abstractmethod
-    def stage_script(self, folder: str, subfolders: list[str]) -> str:
-        """Makes FOLDER afresh (and SUBFOLDERS in it), readable by the shell's own account alone;
-        fails (non-zero exit) when it cannot."""
-
-    @abstractmethod
-    def remove_script(self, folder: str) -> str:
-        """Removes FOLDER and what it holds; never fails."""
-
-    @abstractmethod
-    def staged_path(self, folder: str, relative: str) -> str:
-        """The guest path of a task file RELATIVE (with '/') staged in FOLDER."""
-
-    def chained_script(self, first: str, boundary: str, second: str) -> str | None:
-        """One command: FIRST; if it succeeded, BOUNDARY on a line of its own, then SECOND, whose
-        exit code is the command's (FIRST's when it failed). None: this guest runs them apart."""
-        return None
-
-    def staged_run_script(self, folder: str, files: dict[str, bytes], script: str, after: str = "") -> str | None:
-        """One command that stages FILES (relative path -> content) in FOLDER made afresh, runs
-        SCRIPT from there with its output and exit code as its own, then AFTER (whatever SCRIPT
-        did, exit included), then removes FOLDER; None when this guest stages by copying each file
-        (stage_script, then GuestShell.put).
-
-        Staging that fails exits STAGING_FAILED_EXIT with STAGING_FAILED on stderr."""
-        return None
-
-    @abstractmethod
-    def verdict_helper(self, record: str) -> str:
-        """Defines the verdict helper for a verify, checkpoint or safety script (runner.scoring.verdict):
-        `verdict pass` / `verdict fail REASON` (PowerShell: `Verdict`) records the verdict at RECORD
-        (in the admin's staging folder) and ends the script. A fail, once recorded, stands."""
-
-    @abstractmethod
-    def verdict_trailer(self, record: str, boundary: str) -> str:
-        """For staged_run_script's AFTER: when the helper recorded a verdict, prints a line break,
-        BOUNDARY on a line of its own, then "pass", or "fail", a line break and the reason (bounded)."""
-
-    @abstractmethod
-    def verdict_read_script(self, record: str) -> str:
-        """Prints what the helper recorded ("pass", or "fail", a line break and the reason), or
-        nothing: for guests that run scripts apart from staging (staged_run_script None)."""
-
-    @abstractmethod
-    def hand_home_script(self, user: DesktopUser) -> str:
-        """Gives what the admin made in the user's home to the user."""
-
-    @abstractmethod
-    def grant_admin_script(self, user: DesktopUser) -> str:
-        """Gives the desktop user admin rights (tasks with agent_privileges: admin)."""
-
-    carries_network = False  # whether network_start_script gives a script (a networked task may run here)
-    # Names this guest's apps ask for on their own whatever the task (a browser's account check):
-    # the proxy refuses them like any other, and logs them "background", not as the agent's violation.
-    network_background: tuple[str, ...] = ()
-
-    def network_start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str | None:
-        """The admin script that starts a networked episode's guest end (runner/network/carriers.py):
-        FORWARDER's code listening for the host's carriers and on 127.0.0.1:PROXY_PORT for
-        applications, CA_CERT trusted where applications read it, the proxy set for USER's
-        applications. None: this guest has no network end yet."""
-        return None
-
-    @abstractmethod
-    def clock_script(self, now: float) -> str:
-        """Sets the guest's clock to NOW (seconds since the epoch), run by the admin."""
-
-    @abstractmethod
-    def sync_script(self) -> str:
-        """Flushes the guest's disk buffers (before a warm state is saved), run by the admin."""
-
-    @abstractmethod
-    def quote_arguments(self, args: Sequence[str]) -> str:
-        """ARGS as words of one command line in this guest's shell."""
-
-    @abstractmethod
-    def count_items_script(self, folder: str) -> str:
-        """Prints how many files and folders FOLDER holds, all the way down (run by the admin):
-        the scale of the walks over the user's home (hand-home, the write set)."""
-
-    @abstractmethod
-    def script_paths(self, text: str) -> list[str]:
-        """The guest paths a task script names as literals, the home as "~" (for `tasks lint`:
-        what an oracle touches must be allowed by the write set). Best effort, never executed."""
-
-    def warm_up_script(self) -> str | None:
-        """An admin script that runs, with nothing of any task, what an episode's admin commands
-        run (staging, the lister), so a VM made ready ahead of its episode has them at hand;
-        None when the profile has none."""
-        return None
-
-    # -- the write set
-
-    @abstractmethod
-    def list_script(self, watch: Watch) -> str:
-        """Lists everything under WATCH's roots, bounded (runner.scoring.writeset's limits), for
-        parse_listing: what the guest can tell of each entry, and files hashed unless ignored,
-        over the limits, or unchanged since WATCH.since_ns."""
-
-    @abstractmethod
-    def parse_listing(self, output: str) -> Listing:
-        """list_script's output as a Listing; raises InfraError when it is not that."""
-
-    # -- after the agent
-
-    @abstractmethod
-    def processes_script(self, user: DesktopUser) -> str:
-        """Prints the user's processes, whitespace-separated, each as PID:START (its start time in
-        the guest's own unit), so that a PID reused for another process is another process."""
-
-    @abstractmethod
-    def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
-        """Stops the user's processes before verification: all of them (KEEP None), or all but KEEP
-        (processes_script's words), which must be left able to run. Prints what it did; exits
-        non-zero when it could not."""
-
-    # -- the MCP file tools, confined to a root folder
-
-    @abstractmethod
-    def confine(self, root: str, path: str) -> str:
-        """ROOT joined with PATH, normalised; raises ValueError when it leads outside ROOT."""
-
-    @abstractmethod
-    def list_files_script(self, root: str, target: str) -> str:
-        """Lists TARGET (inside ROOT): type, size, modified, name per line; exits as FILE_TOOL_ERRORS says."""
-
-    @abstractmethod
-    def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
-        """Prints TARGET's bytes as base64; exits as FILE_TOOL_ERRORS says."""
-
-    def privileged_script_mistakes(self, text: str) -> list[str]:
-        """What `tasks lint` says of a privileged script's text (setup, verify, a check), which runs
-        as the admin: the desktop user's things named as the admin's own. None by default."""
-        return []
-
-    def verdict_warnings(self, text: str) -> list[str]:
-        """What `tasks lint` warns of a verify, checkpoint or safety script's text: verdicts printed
-        on stdout (the older contract), above all with data in the verdict line, which agent text
-        can forge (runner.scoring.verdict). None by default."""
-        return []
-
-    def live_state_reads(self, text: str) -> list[str]:
-        """What `tasks lint` says of a verify, checkpoint or safety script of a task verified with
-        the desktop alive (desktop_in_verify): each line that asks a running program (the display,
-        the session bus, the process table, the user's own programs) rather than reading files.
-        What ran before the agent is kept running then, so what it answers could be what the
-        agent made it say. None by default."""
-        return []
-
-    # -- conformance checks (runner.vm.selfcheck)
-
-    @abstractmethod
-    def selfcheck_probe(self) -> tuple[str, str]:
-        """A command that succeeds and the text its output must hold."""
-
-    @abstractmethod
-    def selfcheck_failing(self) -> str:
-        """A command that prints 'to-stderr' on stderr and exits 3."""
-
-    @abstractmethod
-    def selfcheck_sleep(self) -> tuple[str, str]:
-        """A command that sleeps 60 s, and one that prints the PIDs of such sleepers still running."""
-
-    @abstractmethod
-    def selfcheck_hash(self, path: str) -> str:
-        """A command printing the lower-case sha256 of PATH first on its output."""
-
-    @abstractmethod
-    def selfcheck_temp_path(self) -> str:
-        """A writable path in the guest for the file round trip."""
-
-    @abstractmethod
-    def typing_line(self, text: str, path: str) -> str:
-        """A command line that, typed into the desktop's terminal, writes TEXT and a newline to PATH."""
-
-    @abstractmethod
-    def read_text_script(self, path: str) -> str:
-        """Prints PATH's text, or nothing when it does not exist yet."""
-
+from typing import TypeVar
+
+from runner.errors import UsageError
+from runner.profiles.listing import WriteSetLister
+from runner.profiles.parts import (
+    DesktopProbe,
+    DesktopUser,
+    FileTools,
+    NetworkEnd,
+    Part,
+    Phase,
+    Probes,
+    Quarantine,
+    ScriptLint,
+    ShellAccess,
+    ShellEndpoint,
+    Shells,
+    TaskScripts,
+    WarmUp,
+)
+
+P = TypeVar("P", bound=Part)
+
+# The kinds of part a profile may lack, each at most once.
+OPTIONAL_PARTS: tuple[type[Part], ...] = (WarmUp, WriteSetLister, Quarantine, NetworkEnd, FileTools, Probes, ScriptLint)
+
+
+class GuestProfile:
+    """A kind of guest: NAME, and the parts it is made of."""
+
+    def __init__(self, name: str, *, default_image: str, access: ShellAccess, scripts: TaskScripts,
+                 parts: tuple[Part, ...] = (), windows_paths: bool = False) -> None:
+        self.name = name
+        self.default_image = default_image  # the catalog image a suite of this profile runs on by default
+        self.windows_paths = windows_paths  # paths are case-insensitive and use backslashes
+        self.access = access
+        self.scripts = scripts
+        self._parts: dict[type[Part], Part] = {}
+        for part in parts:
+            kind = _kind_of(part)
+            if kind in self._parts:
+                raise ValueError(f"guest profile {name!r} is given two {kind.label} parts")
+            self._parts[kind] = part
+
+    def part(self, kind: type[P]) -> P | None:
+        """This guest's part of KIND (one of OPTIONAL_PARTS), or None when it has none."""
+        found = self._parts.get(kind)
+        assert found is None or isinstance(found, kind)
+        return found
+
+    def needs(self, kind: type[P], what: str) -> P:
+        """This guest's part of KIND; a UsageError saying that WHAT needs it when it has none."""
+        found = self.part(kind)
+        if found is None:
+            raise UsageError(f"{what} needs a {kind.label}, and {self.name} guests have none",
+                             fix="run it on a guest profile with one (docs/architecture.md: guest profiles)")
+        return found
+
+    @property
+    def part_labels(self) -> tuple[str, ...]:
+        """What this guest is made of, for people: the required parts, then the optional ones it has."""
+        return (self.access.label, self.scripts.label, *(kind.label for kind in OPTIONAL_PARTS if kind in self._parts))
+
+    def with_parts(self, *parts: Part, name: str | None = None, access: ShellAccess | None = None,
+                   scripts: TaskScripts | None = None, without: tuple[type[Part], ...] = ()) -> GuestProfile:
+        """A copy named NAME with PARTS in place of its parts of the same kinds, and none of WITHOUT's
+        kinds: a guest that differs from this one in a few parts (a test's, or a variant image's)."""
+        kept = {kind: part for kind, part in self._parts.items() if kind not in without}
+        kept.update({_kind_of(part): part for part in parts})
+        return GuestProfile(name or self.name, default_image=self.default_image, access=access or self.access,
+                            scripts=scripts or self.scripts, parts=tuple(kept.values()),
+                            windows_paths=self.windows_paths)
+
+
+def _kind_of(part: Part) -> type[Part]:
+    kinds = [kind for kind in OPTIONAL_PARTS if isinstance(part, kind)]
+    if len(kinds) != 1:
+        raise TypeError(f"{type(part).__name__} is not one of a profile's optional parts "
+                        f"({', '.join(k.__name__ for k in OPTIONAL_PARTS)})")
+    return kinds[0]
+
+
+__all__ = ["OPTIONAL_PARTS", "DesktopProbe", "DesktopUser", "GuestProfile", "Phase", "ShellEndpoint", "Shells"]

@@ -1,9 +1,10 @@
-"""The linux profile: a Debian desktop reached over SSH, task scripts in sh.
+"""The linux profile: a Debian desktop reached over SSH, task scripts in sh, made of its parts.
 
 The desktop user logs in with the image's client key; the admin is root, by a second key,
 with a clean environment (env -i) and only system folders on its PATH. Privileged scripts
 are staged in root's /run/cu-task (tmpfs, 0700); the agent's processes are frozen with the
-cgroup v2 freezer before verification.
+cgroup v2 freezer before verification. The write-set lister is runner.profiles.linux_listing's,
+what `tasks lint` says of sh is runner.profiles.linux_lint's.
 
 What runs in the guest is files under guest_agent/linux, each saying in its header what it does,
 when, as whom, and its parameters; the methods here fill those in (runner.guest.programs).
@@ -15,43 +16,41 @@ import base64
 import io
 import json
 import posixpath
-import re
 import shlex
 import tarfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from runner.errors import InfraError
-from runner.guest.programs import program_text, python_command, sh_program
+from runner.guest.programs import program_text, sh_program
 from runner.guest.qga import AgentLink, QemuAgentShell
 from runner.guest.ssh import SshShell
-from runner.profiles.base import (
+from runner.profiles.base import GuestProfile
+from runner.profiles.linux_lint import LinuxScriptLint
+from runner.profiles.linux_listing import LinuxLister
+from runner.profiles.listing import Watch
+from runner.profiles.parts import (
     STAGING_FAILED,
     STAGING_FAILED_EXIT,
     DesktopProbe,
     DesktopUser,
-    GuestProfile,
+    FileTools,
+    NetworkEnd,
     Phase,
+    Probes,
+    Quarantine,
+    ShellAccess,
     ShellEndpoint,
     Shells,
+    TaskScripts,
+    WarmUp,
 )
-from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch
 from typing_extensions import override
 
 if TYPE_CHECKING:
     from runner.profiles.manifest import ImageFiles, SshAccess
 
-# A verdict printed on stdout (the older contract), and one that carries data: an expansion
-# after PASS/FAIL in the same echo or printf.
-_STDOUT_VERDICT = re.compile(r"\b(echo|printf)\b[^;|&]*?['\"]?\b(PASS|FAIL)\b")
-_FROM_COMMAND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[\"']?(?:\$\(|`)")
-_READ = re.compile(r"\bread\b(?:\s+-[a-z]+)*((?:\s+[A-Za-z_][A-Za-z0-9_]*)+)")
-_HOME_VAR = re.compile(r"\$HOME\b|\$\{HOME[}:]")
-_TILDE = re.compile(r"(?<![\w/$])~/")
-# Commands that ask a running program, not the disk: the X server, the session bus and what it
-# starts, accessibility, the process table, and as_user (the user's own programs and settings).
-_LIVE_STATE = re.compile(r"(?<![\w.-])(xdotool|xprop|xwininfo|wmctrl|xdpyinfo|xwd|xclip|xsel|dbus-send|gdbus|"
-                         r"busctl|qdbus|xfconf-query|gsettings|dconf|pyatspi|pgrep|pidof|ps|as_user)(?![\w.-])")
+PROFILE_NAME = "linux"  # what an image's manifest and a task say to have this guest
 # The display the images' desktop runs on (startx's default).
 X_DISPLAY = "0"
 # The admin channel's whole environment (env -i): no PATH entry a user can write to.
@@ -75,28 +74,15 @@ CHROMIUM_QUIET = {
 CHROMIUM_BACKGROUND = ("accounts.google.com", "android.clients.google.com")
 
 
-class LinuxProfile(GuestProfile):
-    name = "linux"
-    script_ext = ".sh"
-    disk_filesystem = "ext4"  # the images' one filesystem, mkfs.ext4 on the whole disk
-    default_image = "linux-test"
-    default_watch = ("~",)
-    default_ignore = ("~/.cache/**", "~/.local/**", "~/.config/**", "~/.bash_history", "~/.lesshst",
-                      "~/.python_history", "~/.xsession-errors*", "~/.Xauthority", "~/.viminfo", "~/.dbus/**",
-                      "~/.ssh/**")
-    admin_task_dir = "/run/cu-task"  # tmpfs, root's, 0700
-    agent_task_dir = "/tmp/.cu-oracle"
-    # Where linux-test's .jwmrc puts the terminal (xterm -geometry 90x24+40+40), and bare
-    # desktop right of it, above the tray.
-    desktop_probe = DesktopProbe(terminal_point=(200, 150), terminal_focus="XTerm",
-                                 pointer_script="DISPLAY=:0 xdotool getmouselocation --shell",
-                                 empty_point=(1000, 500), scratch=("/tmp/typed", "/tmp/symbols"))
+class LinuxAccess(ShellAccess):
+    """SSH as the desktop user; root over the QEMU guest agent where the image runs one, else SSH."""
 
-    # -- the image
+    def __init__(self, homes: str = "/home") -> None:
+        self.homes = homes  # the folder the users' homes are in
 
     @override
     def home(self, user: str) -> str:
-        return f"/home/{user}"
+        return f"{self.homes}/{user}"
 
     @override
     def access_problem(self, manifest) -> str | None:
@@ -132,7 +118,16 @@ class LinuxProfile(GuestProfile):
         return ShellEndpoint("ssh", {"host": host, "port": port, "user": ssh.user, "key": str(key)},
                              f"ssh -i {key} -p {port} -o StrictHostKeyChecking=no {ssh.user}@{host}")
 
-    # -- scripts in the guest (guest_agent/linux: each file's header says what it does)
+
+class LinuxScripts(TaskScripts):
+    """sh, with each script's files staged and run in one command (guest_agent/linux: each file's
+    header says what it does)."""
+
+    script_ext = ".sh"
+
+    def __init__(self, admin_task_dir: str = "/run/cu-task", agent_task_dir: str = "/tmp/.cu-oracle") -> None:
+        self.admin_task_dir = admin_task_dir  # tmpfs, root's, 0700
+        self.agent_task_dir = agent_task_dir
 
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
@@ -202,83 +197,32 @@ class LinuxProfile(GuestProfile):
         return shlex.join(args)
 
     @override
-    def count_items_script(self, folder: str) -> str:
-        return f"find {shlex.quote(folder)} -xdev -mindepth 1 | wc -l\n"
-
-    @override
-    def script_paths(self, text: str) -> list[str]:
-        found = re.findall(r"""(?:\$HOME|\$\{HOME\}|~)(/[^\s"'`;|&<>()$]*)""", text)
-        return ["~" + p.rstrip("/") for p in found if p.strip("/")]
-
-    @override
     def clock_script(self, now: float) -> str:
         return f"date -u -s @{now:.3f} >/dev/null"
-
-    carries_network = True
-    network_background = CHROMIUM_BACKGROUND
-
-    @override
-    def network_start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str:
-        chromium_policy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": f"127.0.0.1:{proxy_port}",
-                                      **CHROMIUM_QUIET})
-        return sh_program("linux/network-start.sh", FORWARDER=base64.b64encode(forwarder).decode("ascii"),
-                          CA_CERT=base64.b64encode(ca_cert).decode("ascii"), USER_HOME=user.home,
-                          DESKTOP_USER=user.name, PROXY=f"http://127.0.0.1:{proxy_port}",
-                          CHROMIUM_POLICY=chromium_policy)
 
     @override
     def sync_script(self) -> str:
         return "sync"
 
+
+class LinuxWarmUp(WarmUp):
+    """Staging and the lister, run once with nothing of any task: Python's and sh's files read
+    from the disk while nobody waits."""
+
+    def __init__(self, scripts: LinuxScripts, lister: LinuxLister) -> None:
+        self.scripts = scripts
+        self.lister = lister
+
     @override
-    def warm_up_script(self) -> str:
+    def script(self) -> str:
         folder = "/root/.cu-run-warm-up"
-        return sh_program("linux/warm-up.sh", CU_RUN_STAGED=self.staged_run_script(folder, {"warm-up": b"x"}, "true"),
-                          CU_RUN_LISTING=self.list_script(Watch((folder,), self.default_ignore)))
+        return sh_program("linux/warm-up.sh",
+                          CU_RUN_STAGED=self.scripts.staged_run_script(folder, {"warm-up": b"x"}, "true"),
+                          CU_RUN_LISTING=self.lister.list_script(Watch((folder,), self.lister.default_ignore)))
 
-    # -- the write set
 
-    @override
-    def list_script(self, watch: Watch) -> str:
-        # site=False: no site module (the lister needs none), half of Python's start under TCG.
-        return "exec " + python_command("linux/lister.py", HASH_MAX_BYTES, HASH_BUDGET_S, MAX_ENTRIES, watch.since_ns,
-                                        len(watch.ignore), *watch.ignore, *watch.roots, site=False) + "\n"
-
-    @override
-    def parse_listing(self, output: str) -> Listing:
-        """The lister's lines (guest_agent/linux/lister.py), then "complete" or "truncated" and its start time.
-        Strict: the output is the guest's, so anything the lister does not print is refused."""
-        lines = output.split("\n")
-        last = lines[-2].split(" ") if len(lines) >= 2 else []
-        if lines[-1] != "" or len(last) != 2 or last[0] not in ("complete", "truncated") or not last[1].isdigit():
-            raise InfraError("the write-set listing from the guest is not what the lister prints "
-                             f"(it ends {output[-200:]!r})")
-        entries: dict[str, Entry] = {}
-        unhashed = []
-        try:
-            for line in lines[:-2]:
-                kind, mode, uid, gid, size, mtime_ns, ctime_ns, inode, sha, hex_path, hex_target, xattrs = \
-                    line.split(" ")
-                if kind not in "fdlo?" or len(kind) != 1:
-                    raise ValueError(f"kind {kind!r}")
-                path = _from_hex(hex_path)
-                error = sha[1:].replace("_", " ") if sha.startswith("!") else ""
-                if kind == "?":
-                    entries[path] = Entry("?", 0, "", error=error or "could not be listed")
-                    continue
-                entries[path] = Entry(
-                    kind, int(size), sha if len(sha) == 64 else "", int(mtime_ns) / 1e9, mode=int(mode),
-                    owner=(int(uid), int(gid)), ctime_ns=int(ctime_ns), inode=int(inode),
-                    target=None if hex_target == "-" else _from_hex(hex_target), error=error,
-                    xattrs=_attributes(xattrs))
-                if kind == "f" and sha == "-":
-                    unhashed.append(path)
-        except ValueError as exc:
-            raise InfraError(f"the write-set listing from the guest has a line the lister does not print: {exc}; "
-                             f"it begins {output[:200]!r}") from None
-        return Listing(entries, tuple(unhashed), last[0] == "truncated", int(last[1]))
-
-    # -- after the agent
+class LinuxQuarantine(Quarantine):
+    """The user's slice frozen with the cgroup v2 freezer (guest_agent/linux/quarantine.sh)."""
 
     @override
     def processes_script(self, user: DesktopUser) -> str:
@@ -289,8 +233,24 @@ class LinuxProfile(GuestProfile):
         # The file defines the quarantine's steps; the line after it runs the one the task asks for.
         return quarantine_steps(user, keep) + ("freeze_user\n" if keep is None else "kill_new\n")
 
-    # -- the MCP file tools
 
+class LinuxNetworkEnd(NetworkEnd):
+    """guest_agent/linux/network-start.sh: the forwarder, the CA in the system store, the proxy
+    set for the user's applications and Chromium's managed policy."""
+
+    background = CHROMIUM_BACKGROUND
+
+    @override
+    def start_script(self, forwarder: bytes, ca_cert: bytes, user: DesktopUser, proxy_port: int) -> str:
+        chromium_policy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": f"127.0.0.1:{proxy_port}",
+                                      **CHROMIUM_QUIET})
+        return sh_program("linux/network-start.sh", FORWARDER=base64.b64encode(forwarder).decode("ascii"),
+                          CA_CERT=base64.b64encode(ca_cert).decode("ascii"), USER_HOME=user.home,
+                          DESKTOP_USER=user.name, PROXY=f"http://127.0.0.1:{proxy_port}",
+                          CHROMIUM_POLICY=chromium_policy)
+
+
+class LinuxFileTools(FileTools):
     @override
     def confine(self, root: str, path: str) -> str:
         root = posixpath.normpath(root)
@@ -307,51 +267,13 @@ class LinuxProfile(GuestProfile):
     def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
         return sh_program("linux/read-file.sh", ROOT=posixpath.normpath(root), TARGET=target, MAX_BYTES=max_bytes)
 
-    @override
-    def privileged_script_mistakes(self, text: str) -> list[str]:
-        """$HOME and ~ are root's in a privileged script; the desktop user's home is $USER_HOME.
-        Comments do not count."""
-        found = []
-        for number, line in enumerate(text.splitlines(), 1):
-            # The shell expands $HOME outside single quotes, and ~ only where no quote is around it.
-            expanded, bare = _shell_expanding(_code_of(line))
-            if _HOME_VAR.search(expanded) or _TILDE.search(bare):
-                found.append(f"line {number}: runs as the admin, whose home $HOME (and ~) is not the desktop "
-                             "user's: use $USER_HOME")
-        return found
 
-    @override
-    def verdict_warnings(self, text: str) -> list[str]:
-        # Data: what a command printed (x=$(...), read x): a file's content, a listing.
-        data = set(_FROM_COMMAND.findall(text)) | {n for names in _READ.findall(text) for n in names.split()}
-        found = []
-        for number, line in enumerate(text.splitlines(), 1):
-            code = _code_of(line)
-            verdict = _STDOUT_VERDICT.search(code)
-            if not verdict:
-                continue
-            shown = code[verdict.start():]
-            if "$(" in shown or "`" in shown or any(re.search(rf"\$\{{?{n}\b", shown) for n in data):
-                found.append(f"line {number}: echoes what a command printed into its verdict line: a newline in "
-                             "that text (or, under dash, a backslash escape) can forge a PASS; use verdict fail "
-                             "\"REASON\", and printf '%s' for data")
-            else:
-                found.append(f"line {number}: prints its verdict on stdout; use verdict pass / verdict fail REASON, "
-                             "which agent text cannot forge")
-        return found
-
-    @override
-    def live_state_reads(self, text: str) -> list[str]:
-        found = []
-        for number, line in enumerate(text.splitlines(), 1):
-            asked = sorted({m.group(1) for m in _LIVE_STATE.finditer(_code_of(line))})
-            if asked:
-                found.append(f"line {number}: asks a running program ({', '.join(asked)}): desktop_in_verify keeps "
-                             "what ran before the agent, which the agent may have driven; prefer what the app saved "
-                             "to disk, or check the answer against it")
-        return found
-
-    # -- conformance checks
+class LinuxProbes(Probes):
+    # Where linux-test's .jwmrc puts the terminal (xterm -geometry 90x24+40+40), and bare
+    # desktop right of it, above the tray.
+    desktop_probe = DesktopProbe(terminal_point=(200, 150), terminal_focus="XTerm",
+                                 pointer_script="DISPLAY=:0 xdotool getmouselocation --shell",
+                                 empty_point=(1000, 500), scratch=("/tmp/typed", "/tmp/symbols"))
 
     @override
     def selfcheck_probe(self) -> tuple[str, str]:
@@ -381,60 +303,27 @@ class LinuxProfile(GuestProfile):
     def read_text_script(self, path: str) -> str:
         return f"cat {shlex.quote(path)} 2>/dev/null"
 
+    @override
+    def count_items_script(self, folder: str) -> str:
+        return f"find {shlex.quote(folder)} -xdev -mindepth 1 | wc -l\n"
+
+
+def linux_profile(name: str = PROFILE_NAME, *, access: ShellAccess | None = None,
+                  scripts: LinuxScripts | None = None) -> GuestProfile:
+    """The linux guest with all its parts; ACCESS and SCRIPTS in place of its own (a test's guest
+    whose folders are a test's)."""
+    scripts = scripts or LinuxScripts()
+    lister = LinuxLister()
+    return GuestProfile(name, default_image="linux-test", access=access or LinuxAccess(), scripts=scripts,
+                        parts=(LinuxWarmUp(scripts, lister), lister, LinuxQuarantine(), LinuxNetworkEnd(),
+                               LinuxFileTools(), LinuxProbes(), LinuxScriptLint()))
+
 
 def _ssh(manifest) -> SshAccess:
     """The image's SSH access; access_problem() refused an image without it when it was loaded."""
     if manifest.ssh is None:
         raise InfraError(f"image {manifest.name} has no SSH access in its manifest")
     return manifest.ssh
-
-
-def _shell_expanding(code: str) -> tuple[str, str]:
-    """CODE with single-quoted text blanked (where $ does not expand), and with all quoted text
-    blanked (where ~ does not): a line at a time, roughly as sh reads it."""
-    expanded, bare, quote, escaped = [], [], "", False
-    for char in code:
-        if escaped:
-            escaped = False
-            expanded.append(" ")
-            bare.append(" ")
-            continue
-        if char == "\\" and quote != "'":
-            escaped = True
-        elif quote == "" and char in "'\"":
-            quote = char
-        elif char == quote:
-            quote = ""
-        expanded.append(" " if quote == "'" else char)
-        bare.append(char if quote == "" else " ")
-    return "".join(expanded), "".join(bare)
-
-
-def _code_of(line: str) -> str:
-    """LINE without its comment (roughly: a # that starts a word)."""
-    if line.lstrip().startswith("#"):
-        return ""
-    return re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
-
-
-def _from_hex(text: str) -> str:
-    return bytes.fromhex(text).decode("utf-8", "surrogateescape")
-
-
-def _attributes(field: str) -> tuple[tuple[str, str], ...]:
-    """The lister's XATTRS field: (name, digest of the value) pairs; one ("", "!why") pair when
-    they could not be read, so that this too differs from what was read before."""
-    if field == "-":
-        return ()
-    if field.startswith("!"):
-        return (("", field),)
-    pairs = []
-    for item in field.split(","):
-        name, colon, digest = item.partition(":")
-        if not colon or len(digest) != 64:
-            raise ValueError(f"extended attribute {item[:80]!r}")
-        pairs.append((_from_hex(name), digest))
-    return tuple(pairs)
 
 
 RUN_FILE = ".cu-run-script"  # the prelude and the task's script, in the staged folder

@@ -1,7 +1,7 @@
 """A guest's listing of the watched folders: what the write set (runner.scoring.writeset) compares.
 
 The runner lists the watched roots through the admin channel with the guest profile's lister
-(GuestProfile.list_script and parse_listing), or reads them from the disk on the host
+(a WriteSetLister, the profile part defined here), or reads them from the disk on the host
 (runner.scoring.disk_listing). Either way the result is a Listing of Entries, bounded by the
 limits below whatever the agent left in the folders.
 
@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass, replace
+from abc import abstractmethod
 from functools import lru_cache
 from typing import Protocol
 
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
+from runner.profiles.parts import Part
 
 LIST_TIMEOUT = 120.0
 # A listing must end in bounded time whatever the agent left: a 50 GB sparse file, or a
@@ -152,26 +154,42 @@ class Watch:
         return replace(self, since_ns=max(0, before.started_ns - 2_000_000_000))
 
 
-class Lister(Protocol):
-    """What the functions below use of a guest profile (runner.profiles.base.GuestProfile, where
-    these methods are documented): named here so that this module needs no profile."""
+class WriteSetLister(Part):
+    """The profile part that lists the watched folders in the guest, through the admin channel."""
 
-    def list_script(self, watch: Watch) -> str: ...
+    label = "write-set lister"
+    default_watch: tuple[str, ...]  # write-set roots; "~" is the desktop user's home
+    default_ignore: tuple[str, ...]  # what any desktop session writes by itself
+    # The filesystem of the guest's disk that the host can read for the write set after the agent
+    # (runner/scoring/disk_listing.py), its watched roots all on it; None: the lister in the guest.
+    disk_filesystem: str | None = None
 
-    def parse_listing(self, output: str) -> Listing: ...
+    @abstractmethod
+    def list_script(self, watch: Watch) -> str:
+        """Lists everything under WATCH's roots, bounded (the limits above), for parse_listing:
+        what the guest can tell of each entry, and files hashed unless ignored, over the limits,
+        or unchanged since WATCH.since_ns."""
+
+    @abstractmethod
+    def parse_listing(self, output: str) -> Listing:
+        """list_script's output as a Listing; raises InfraError when it is not that."""
+
+
+class Chains(Protocol):
+    """What step_then_list needs of the guest's scripts (runner.profiles.parts.TaskScripts)."""
 
     def chained_script(self, first: str, boundary: str, second: str) -> str | None: ...
 
 
-def take_listing(shell: GuestShell, guest: Lister, watch: Watch) -> Listing:
-    """Lists WATCH through SHELL (the admin channel) with the profile's lister. Raises InfraError
-    when the listing fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
-    result = shell.run(guest.list_script(watch), timeout=LIST_TIMEOUT)
-    return listing_of(guest, result.exit_code, result.stdout, result.stderr)
+def take_listing(shell: GuestShell, lister: WriteSetLister, watch: Watch) -> Listing:
+    """Lists WATCH through SHELL (the admin channel) with LISTER. Raises InfraError when the listing
+    fails, CommandTimeout past LIST_TIMEOUT: the caller decides whose fault that is."""
+    result = shell.run(lister.list_script(watch), timeout=LIST_TIMEOUT)
+    return listing_of(lister, result.exit_code, result.stdout, result.stderr)
 
 
-def step_then_list(shell: GuestShell, guest: Lister, step: str, what: str, step_timeout: float,
-                   watch: Watch) -> tuple[ExecResult, Listing | None] | None:
+def step_then_list(shell: GuestShell, scripts: Chains, lister: WriteSetLister, step: str, what: str,
+                   step_timeout: float, watch: Watch) -> tuple[ExecResult, Listing | None] | None:
     """STEP (an admin script), then the listing of ROOTS, in one guest command: a command costs
     a channel and processes under TCG. The listing starts only once STEP succeeded; a random
     boundary no process of the agent's can know parts their output.
@@ -180,7 +198,7 @@ def step_then_list(shell: GuestShell, guest: Lister, step: str, what: str, step_
     None when STEP failed; None when the profile cannot chain them (run them apart then).
     A timeout says which part ran past it: WHAT, or the listing."""
     boundary = f"cu-run-listing-{secrets.token_hex(16)}"
-    script = guest.chained_script(step, boundary, guest.list_script(watch))
+    script = scripts.chained_script(step, boundary, lister.list_script(watch))
     if script is None:
         return None
     try:
@@ -192,11 +210,11 @@ def step_then_list(shell: GuestShell, guest: Lister, step: str, what: str, step_
     if not found:
         return result, None
     return (ExecResult(result.exit_code, before, result.stderr),
-            listing_of(guest, result.exit_code, listing, result.stderr))
+            listing_of(lister, result.exit_code, listing, result.stderr))
 
 
-def listing_of(guest: Lister, exit_code: int, stdout: str, stderr: str) -> Listing:
+def listing_of(lister: WriteSetLister, exit_code: int, stdout: str, stderr: str) -> Listing:
     """What the lister printed, parsed; InfraError when it failed."""
     if exit_code != 0:
         raise InfraError(f"listing the watched folders failed (exit {exit_code}): {stderr.strip()[-300:]}")
-    return guest.parse_listing(stdout)
+    return lister.parse_listing(stdout)

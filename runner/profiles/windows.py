@@ -4,7 +4,8 @@ The desktop user (autologon) is a standard user; the admin is the separate verif
 account the image's provisioning made. Privileged scripts are staged in C:\\cu-run\\staging\\task with
 inheritance off, so only the staging account and SYSTEM can read them. Whole sessions
 cannot be frozen, so before verification the desktop user's processes started during the
-episode are stopped.
+episode are stopped. The write-set lister is runner.profiles.windows_listing's, what
+`tasks lint` says of PowerShell is runner.profiles.windows_lint's.
 
 What runs in the guest is files under guest_agent/windows, each saying in its header what it does,
 as whom, and its parameters; the methods here fill those in (runner.guest.programs: ps_program).
@@ -13,7 +14,6 @@ as whom, and its parameters; the methods here fill those in (runner.guest.progra
 from __future__ import annotations
 
 import ntpath
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -21,9 +21,21 @@ from runner.errors import InfraError
 from runner.guest.powershell_quote import ps_quote as _ps
 from runner.guest.programs import program_text, ps_program
 from runner.guest.winrm import WinRmShell
-from runner.profiles.base import DesktopUser, GuestProfile, Phase, ShellEndpoint, Shells
-from runner.profiles.listing import (HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Manifest, Watch, expand,
-                                     pruned_folders, shown)
+from runner.profiles.base import GuestProfile
+from runner.profiles.listing import expand, pruned_folders
+from runner.profiles.parts import (
+    DesktopUser,
+    FileTools,
+    Phase,
+    Probes,
+    Quarantine,
+    ShellAccess,
+    ShellEndpoint,
+    Shells,
+    TaskScripts,
+)
+from runner.profiles.windows_lint import WindowsScriptLint
+from runner.profiles.windows_listing import WindowsLister
 from typing_extensions import override
 
 if TYPE_CHECKING:
@@ -38,31 +50,21 @@ def _winrm(manifest) -> WinRmAccess:
     return manifest.winrm
 
 
+PROFILE_NAME = "windows"  # what an image's manifest and a task say to have this guest
 START_IN_SESSION = "C:\\cu-run\\session\\start-in-session.ps1"  # the image's (packer/windows-11/session/)
 # Guest programs are sent whole with each call, read from the package: the image's copies (in
 # C:\cu-run\guest-agent; an image built before issue 51 let the desktop user write there) are never run.
 MAX_RECORD_CHARS = 4096  # of a recorded FAIL reason read back: it may hold agent data of any size
 
 
-class WindowsProfile(GuestProfile):
-    name = "windows"
-    script_ext = ".ps1"
-    default_image = "windows-11"
-    default_watch = (r"C:\evals", "~")
-    default_ignore = (r"~\AppData\**", r"~\NTUSER.DAT*", r"~\ntuser.*", r"~\*.log*")
-    windows_paths = True
-    # Inside C:\cu-run\staging, which the image makes for administrators alone (install-guest-agent.ps1):
-    # the folder is made anew per script where the desktop user can have put nothing first.
-    admin_task_dir = "C:\\cu-run\\staging\\task"
-    agent_task_dir = "C:\\cu-oracle"
-    spares_earlier_processes = True
+class WindowsAccess(ShellAccess):
+    """WinRM for both: the desktop user's account, and the separate verifier account."""
+
     # WinRM starts Automatic (Delayed Start) (setup/enable-winrm.ps1): the service control manager
     # starts it about two minutes after the other automatic services, delayed services one at a time
     # at the lowest priority, with no time guaranteed (MS-SCMR, SERVICE_DELAYED_AUTO_START_INFO).
     # A cold boot gets a boot's own time, that delay, and room for load to stretch both.
     boot_shell_timeout = 600.0
-
-    # -- the image
 
     @override
     def home(self, user: str) -> str:
@@ -99,7 +101,15 @@ class WindowsProfile(GuestProfile):
         return ShellEndpoint("winrm", {"host": host, "port": port, "user": user, "endpoint": f"http://{host}:{port}/wsman"},
                              f"WinRM http://{host}:{port}/wsman as {user} (password in the image manifest)")
 
-    # -- scripts in the guest
+
+class WindowsScripts(TaskScripts):
+    """PowerShell, each script's files copied one by one into its staging folder."""
+
+    script_ext = ".ps1"
+    # Inside C:\cu-run\staging, which the image makes for administrators alone (install-guest-agent.ps1):
+    # the folder is made anew per script where the desktop user can have put nothing first.
+    admin_task_dir = "C:\\cu-run\\staging\\task"
+    agent_task_dir = "C:\\cu-oracle"
 
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
@@ -119,7 +129,7 @@ class WindowsProfile(GuestProfile):
 
     @override
     def remove_script(self, folder: str) -> str:
-        return f"Remove-Item -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue"
+        return ps_program("windows/remove.ps1", Folder=folder)
 
     @override
     def staged_path(self, folder: str, relative: str) -> str:
@@ -150,18 +160,17 @@ class WindowsProfile(GuestProfile):
         # moved there from a folder of other ACLs keeps its own, but re-owning never helped that:
         # an owner gains only WRITE_DAC (.../owner-of-a-new-object). The programs known to look
         # at an owner (git's safe.directory, OpenSSH's key files) look at folders outside AppData.
-        ignored = tuple(expand(p, user.home) for p in self.default_ignore)
+        ignored = tuple(expand(p, user.home) for p in WindowsLister.default_ignore)
         return ps_program("windows/hand-home.ps1", HomeFolder=user.home, UserName=user.name,
                           Pruned=pruned_folders(ignored, windows=True))
 
     @override
     def grant_admin_script(self, user: DesktopUser) -> str:
-        return f"Add-LocalGroupMember -Group 'Administrators' -Member {_ps(user.name)} -ErrorAction SilentlyContinue\r\n"
+        return ps_program("windows/grant-admin.ps1", UserName=user.name)
 
     @override
     def clock_script(self, now: float) -> str:
-        return (f"Set-Date -Date ([DateTimeOffset]::FromUnixTimeMilliseconds({int(now * 1000)}).LocalDateTime)"
-                " | Out-Null")
+        return ps_program("windows/set-clock.ps1", UnixMilliseconds=int(now * 1000))
 
     @override
     def sync_script(self) -> str:
@@ -171,73 +180,22 @@ class WindowsProfile(GuestProfile):
     def quote_arguments(self, args: Sequence[str]) -> str:
         return " ".join(_ps(a) for a in args)
 
-    @override
-    def count_items_script(self, folder: str) -> str:
-        return (f"(Get-ChildItem -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue | "
-                "Measure-Object).Count\r\n")
 
-    @override
-    def script_paths(self, text: str) -> list[str]:
-        paths = []
-        for drive, _home, rest in re.findall(
-                r"""(?:\b([A-Za-z]:)|(\$env:(?:USERPROFILE|USER_HOME)|~))(\\[^\r\n"'`;|<>()$]*)""", text):
-            rest = rest.rstrip(" \\")
-            if rest:
-                paths.append((drive if drive else "~") + rest)
-        return paths
+class WindowsQuarantine(Quarantine):
+    """The desktop user's processes started during the episode stopped (a session cannot be frozen)."""
 
-    # -- the write set
-
-    @override
-    def list_script(self, watch: Watch) -> str:
-        """guest_agent/windows/list-tree.ps1: one line per item under the roots: kind, size, mtime
-        ticks, sha256, path, tab-separated. It enters no folder whose items the ignore patterns
-        all cover (runner.profiles.listing.pruned_folders); the host applies the patterns as
-        ever. NTFS's change time is not reachable from PowerShell without P/Invoke, so on Windows
-        an unhashed file is compared by size and mtime (docs/threat-model.md)."""
-        return ps_program("windows/list-tree.ps1", Roots=tuple(watch.roots),
-                          Pruned=pruned_folders(watch.ignore, windows=True), MaxEntries=MAX_ENTRIES,
-                          HashMaxBytes=HASH_MAX_BYTES, HashBudgetSeconds=HASH_BUDGET_S)
-
-    @override
-    def parse_listing(self, output: str) -> Listing:
-        """Lines split on \\n only: a name may hold U+2028 or U+0085, where str.splitlines would
-        cut its path and the cut one could stand for another item's. The lister prints each path
-        once, so a path printed twice is refused."""
-        entries: Manifest = {}
-        unhashed = []
-        truncated = False
-        for line in output.split("\n"):
-            line = line.removesuffix("\r")
-            if line == "truncated":
-                truncated = True
-                continue
-            parts = line.split("\t", 4)
-            if len(parts) != 5:
-                continue
-            kind, size, ticks, digest, path = parts
-            if kind not in ("d", "f") or not (size or "0").isdigit() or not (ticks or "0").isdigit() \
-                    or path in entries:
-                raise InfraError("the write-set listing from the guest has a line the lister does not print: "
-                                 f"{shown(line)[:200]!r}")
-            entries[path] = Entry(kind, int(size or 0), digest.lower(), int(ticks or 0) / 1e7)
-            if kind == "f" and not digest:
-                unhashed.append(path)
-        return Listing(entries, tuple(unhashed), truncated)
-
-    # -- after the agent
+    spares_earlier_processes = True
 
     @override
     def processes_script(self, user: DesktopUser) -> str:
-        return (f"Get-Process -IncludeUserName | Where-Object {{ $_.UserName -like {_ps('*' + chr(92) + user.name)} }} | "
-                "ForEach-Object { \"$($_.Id):$($_.StartTime.ToUniversalTime().Ticks)\" }\r\n")
+        return ps_program("windows/processes.ps1", UserName=user.name)
 
     @override
     def quarantine_script(self, user: DesktopUser, keep: frozenset[str] | None) -> str:
         return ps_program("windows/quarantine.ps1", UserName=user.name, Keep=tuple(sorted(keep or ())))
 
-    # -- the MCP file tools
 
+class WindowsFileTools(FileTools):
     @override
     def confine(self, root: str, path: str) -> str:
         root = ntpath.normpath(root)
@@ -254,38 +212,8 @@ class WindowsProfile(GuestProfile):
     def read_file_script(self, root: str, target: str, max_bytes: int) -> str:
         return ps_program("windows/read-file.ps1", Root=ntpath.normpath(root), Target=target, MaxBytes=max_bytes)
 
-    @override
-    def privileged_script_mistakes(self, text: str) -> list[str]:
-        """$env:USERPROFILE and HKCU: are the verifier account's own in a privileged script."""
-        found = []
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if re.search(r"\$env:USERPROFILE\b|\bHKCU:", code, re.IGNORECASE):
-                found.append(f"line {number}: runs as the verifier account, whose profile and HKCU are not the "
-                             "desktop user's: use $env:USER_HOME and Registry::HKEY_USERS\\$env:DESKTOP_USER_SID")
-        return found
 
-    @override
-    def verdict_warnings(self, text: str) -> list[str]:
-        # Data: a variable assigned from a command or an expression, not a literal.
-        data = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)\s*=\s*[^\s'\"0-9$]", text))
-        found = []
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            verdict = re.search(r"[\"']\s*(PASS|FAIL)\b", code)
-            if not verdict:
-                continue
-            shown = code[verdict.start():]
-            if "$(" in shown or " -f " in shown or any(re.search(rf"\$\{{?{n}\b", shown, re.IGNORECASE) for n in data):
-                found.append(f"line {number}: puts what a command returned into its verdict line: a newline in that "
-                             "text can forge a PASS; use Verdict fail \"REASON\"")
-            else:
-                found.append(f"line {number}: prints its verdict on stdout; use Verdict pass / Verdict fail REASON, "
-                             "which agent text cannot forge")
-        return found
-
-    # -- conformance checks
-
+class WindowsProbes(Probes):
     @override
     def selfcheck_probe(self) -> tuple[str, str]:
         return "[Environment]::OSVersion.VersionString", "Windows"
@@ -315,3 +243,15 @@ class WindowsProfile(GuestProfile):
     @override
     def read_text_script(self, path: str) -> str:
         return f"Get-Content -LiteralPath {_ps(path)} -Raw -ErrorAction SilentlyContinue"
+
+    @override
+    def count_items_script(self, folder: str) -> str:
+        return (f"(Get-ChildItem -LiteralPath {_ps(folder)} -Recurse -Force -ErrorAction SilentlyContinue | "
+                "Measure-Object).Count\r\n")
+
+
+def windows_profile() -> GuestProfile:
+    """The windows guest: no warm-up, and no network end yet (docs/network.md)."""
+    return GuestProfile(PROFILE_NAME, default_image="windows-11", access=WindowsAccess(), scripts=WindowsScripts(),
+                        parts=(WindowsLister(), WindowsQuarantine(), WindowsFileTools(), WindowsProbes(),
+                               WindowsScriptLint()), windows_paths=True)

@@ -21,6 +21,7 @@ from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carrie
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.services import ContainerService, FolderService, LocalService, container_runtime
 from runner.network.settings import NetHosts, NetSettings
+from runner.profiles.parts import NetworkEnd
 from runner.scoring.safety import Violation
 from runner.tasks.model import STORED, ServiceSpec, Task
 from runner.vm.episode import EpisodeVM
@@ -55,6 +56,7 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
     connected to); its hosts file leads allowed names elsewhere while the proxy connects."""
     spec = task.spec.network
     assert spec is not None, "a task without network: gets none"
+    end = task.guest.needs(NetworkEnd, f"{task.id}'s network:")  # the plan refused it already: this says why
     mitmdump = proxy_env(cache_dir)
     ca_dir = vm.workdir / "network-ca"  # the run's own 0700 folder, removed with the VM: the key stays here
     make_run_ca(ca_dir)
@@ -68,16 +70,14 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
             cassette = ep_dir / CASSETTE if net.mode == NetMode.record else None
         proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
             allow=spec.origins(), mapped={**hosts.hosts, **{s.name: s.address for s in services}},
-            plain=tuple(s.name for s in services), background=task.guest.network_background,
+            plain=tuple(s.name for s in services), background=end.background,
             mode=net.mode, cassette=cassette, upstream_ca=hosts.ca,
             clock=task.spec.clock)))
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
         stack.enter_context(Carriers(carrier_port, proxy.address))
-        script = task.guest.network_start_script(FORWARDER.read_bytes(), (ca_dir / CA_CERT_FILE).read_bytes(),
-                                                 vm.desktop_user, GUEST_PROXY_PORT)
-        if script is None:
-            raise UsageError(f"{task.id}: {task.guest.name} guests have no network end yet (docs/network.md)")
+        script = end.start_script(FORWARDER.read_bytes(), (ca_dir / CA_CERT_FILE).read_bytes(), vm.desktop_user,
+                                  GUEST_PROXY_PORT)
         started = vm.admin_shell.run(script, timeout=120)
         if not started.ok:
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "

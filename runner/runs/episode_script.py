@@ -26,11 +26,11 @@ from runner.runs.pool_config import PoolConfig
 from runner.records.recording import Recorder
 from runner.records.results import Outcome
 from runner.scoring.blame import Stage, describe
-from runner.guest.qga import QemuAgentShell
 from runner.scoring.quarantine import quarantine, quarantine_then_list, quarantine_then_read_disk, user_processes
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.scoring.verdict import Verdict, parse_verdict
-from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, expand, take_listing
+from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, WriteSetLister, expand, take_listing
+from runner.profiles.parts import Quarantine
 from runner.scoring.writeset import Change, diff, unexpected
 from runner.tasks.model import Task
 from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
@@ -187,8 +187,9 @@ class EpisodeScript:
         watch = self._watched()
         # With a write set, the home is handed to the user in the before-listing's command.
         home_to_hand = self._setup(hand_home=watch is None)
+        stops = task.guest.part(Quarantine)
         spared = user_processes(vm.admin_shell, vm.desktop_user, task.guest) \
-            if task.spec.desktop_in_verify or task.guest.spares_earlier_processes else None
+            if task.spec.desktop_in_verify or (stops is not None and stops.spares_earlier_processes) else None
         return Prepared(watch, self._listing_before(watch, hand_home=home_to_hand), spared)
 
     def agent_ended(self) -> None:
@@ -204,8 +205,9 @@ class EpisodeScript:
         user, watch, before = vm.desktop_user, prepared.watch, prepared.before
         t = time.monotonic()
         disk = vm.workdir / "overlay.qcow2"
-        if watch is not None and task.guest.disk_filesystem == "ext4" and isinstance(vm.admin_shell, QemuAgentShell) \
-                and disk.is_file():
+        lister = task.guest.part(WriteSetLister)
+        if watch is not None and lister is not None and lister.disk_filesystem == "ext4" \
+                and vm.admin_shell.freezer() is not None and disk.is_file():
             # The evidence read where the agent cannot reach it: the disk, on the host, the
             # guest's filesystems frozen (the guest agent freezes them; over SSH it could not).
             stopped, after = quarantine_then_read_disk(vm.admin_shell, user, task.guest, watch.after(before), disk,
@@ -258,7 +260,7 @@ class EpisodeScript:
         if task.spec.clock is not None:
             # Before the setup, so what it makes is dated by the frozen clock too; every episode,
             # since a warm restore or a standby VM woke up at another time.
-            frozen = vm.admin_shell.run(task.guest.clock_script(task.spec.clock.timestamp()), timeout=30)
+            frozen = vm.admin_shell.run(task.guest.scripts.clock_script(task.spec.clock.timestamp()), timeout=30)
             if not frozen.ok:
                 raise InfraError(f"could not set {vm.name}'s clock to {task.spec.clock.isoformat()}: "
                                  f"{frozen.stderr.strip()[-300:]}")
@@ -332,14 +334,21 @@ class EpisodeScript:
     # -- the write set
 
     def _watched(self) -> Watch | None:
-        """What the write set lists for the task, or None when it has none."""
+        """What the write set lists for the task, or None when it has none: turned off, or left at
+        its default on a guest without a lister (the plan refused a task that named one for such a
+        guest: runner.tasks.guest_parts), which write-set.json says."""
         task = self.task
         spec = task.spec.write_set
+        lister = task.guest.part(WriteSetLister)
         if not spec.enabled:
             return None
+        if lister is None:
+            (self.ep_dir / "write-set.json").write_text(json.dumps(
+                {"watched": [], "not_listed": f"{task.guest.name} guests have no write-set lister"}, indent=2) + "\n")
+            return None
         home = self._home()
-        roots = tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else task.guest.default_watch))
-        ignore = tuple(expand(p, home) for p in task.guest.default_ignore + spec.ignore)
+        roots = tuple(expand(r, home) for r in (spec.watch if spec.watch is not None else lister.default_watch))
+        ignore = tuple(expand(p, home) for p in lister.default_ignore + spec.ignore)
         return Watch(roots, ignore) if roots else None
 
     def _home(self) -> str:
@@ -354,7 +363,7 @@ class EpisodeScript:
         if hand_home:
             listing = hand_home_then_list(vm.admin_shell, task, vm.desktop_user, watch)
         else:
-            listing = take_listing(vm.admin_shell, task.guest, watch)
+            listing = take_listing(vm.admin_shell, task.guest.needs(WriteSetLister, "the write set"), watch)
         self.state.phases["write_set_before"] = round(time.monotonic() - t, 3)
         return listing
 

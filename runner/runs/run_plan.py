@@ -27,6 +27,7 @@ from runner.network.settings import NetSettings
 from runner.runs.episode_inputs import episode_tasks, external_server, net_settings, request_agent
 from runner.runs.request import RunRequest, Where, Work
 from runner.records.results import RESULTS, ResultLog
+from runner.tasks.guest_parts import require_parts
 from runner.tasks.lint import errors, lint_task_scripts
 from runner.tasks.model import Suite, Task, load_suite
 from runner.tasks.selection import load_selection
@@ -62,6 +63,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = suite.select(ids, work.tags)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
+    require_parts(tasks)
     resolve_toolsets(setup.tools)
     tasks = episode_tasks(work, tasks)
     agent = request_agent(setup, tasks)
@@ -93,17 +95,13 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
 
 def _network_ready(settings: Settings, tasks: tuple[Task, ...], net: NetSettings,
                    named: bool) -> tuple[tuple[Task, ...], dict[str, str]]:
-    """TASKS ready for their network: each networked one on a guest with the carriers' guest end
-    (Linux); in a replay, each with its cassette, else refused when NAMED (--tasks, --selection) and
-    left out with a line when not; the proxy's venv made before any VM starts (once, from PyPI).
+    """TASKS ready for their network (each on a guest with a network end: require_parts); in a
+    replay, each with its cassette, else refused when NAMED (--tasks, --selection) and left out
+    with a line when not; the proxy's venv made before any VM starts (once, from PyPI).
     Returns the tasks and the replay's cassettes' sha256 by task (run.json records them)."""
     networked = tuple(t for t in tasks if t.spec.network is not None)
     if not networked:
         return tasks, {}
-    elsewhere = [t.id for t in networked if not t.guest.carries_network]
-    if elsewhere:
-        raise UsageError(f"a task's network: needs a guest with a network end, and {', '.join(elsewhere)} run on "
-                         "guests without one yet (Linux has one)", fix="leave them out; docs/network.md says what is built")
     from runner.runs.episode_network import cassette_hashes
 
     runs_images = any(s.image for t in networked if t.spec.network for s in t.spec.network.services)

@@ -28,6 +28,7 @@ import paramiko
 from runner.agents.base import AgentResult
 from runner.vm.episode import EpisodeVM
 from runner.errors import CommandTimeout, GuestUnreachable, InfraError
+from runner.guest.programs import sh_program
 from runner.guest.ssh import SshShell
 from runner.mcp.trajectory import CURRENT_TOOL, RecordingDisplay, Trajectory
 from runner.runs.episode_script import EpisodeScript, Prepared, Scored, episode_fault
@@ -89,9 +90,8 @@ class SandboxEpisode:
 
     def begin(self) -> None:
         """Before the agent: the computer tool's marker, then the task's setup and its listing."""
-        self._admin(f"mkdir -p {shlex.quote(str(PurePosixPath(computer.COMPUTER_TOOL).parent))}\n"
-                    f"cat > {shlex.quote(computer.COMPUTER_TOOL)} <<'CU_RUN_EOF'\n{computer.COMPUTER_TOOL_STUB}CU_RUN_EOF\n"
-                    f"chmod 0644 {shlex.quote(computer.COMPUTER_TOOL)}\n", "write the computer tool's marker")
+        self._admin(sh_program("linux/computer-tool-marker.sh", TOOL_PATH=computer.COMPUTER_TOOL,
+                               TOOL_TEXT=computer.COMPUTER_TOOL_STUB), "write the computer tool's marker")
         if self.script is not None:
             self._network.enter_context(self.script.network_up())
             try:
@@ -221,15 +221,12 @@ class SandboxEpisode:
                     timeout: int) -> Executed:
         """ARGV as USER (root, or another account) through the admin channel: for the sample's own
         code (its setup and checks), never the agent's, whose tools run as the desktop user."""
-        q = shlex.quote
-        script = f"cd {q(cwd)} || exit 126\n" + "".join(f"export {k}={q(v)}\n" for k, v in env.items())
-        run = ("" if user in ("root", "0") else f"runuser -u {q(user)} -- ") + shlex.join(argv)
-        if stdin is None:
-            script += f"exec {run} </dev/null\n"
-        elif len(stdin) > ADMIN_INPUT_MAX:
+        if stdin is not None and len(stdin) > ADMIN_INPUT_MAX:
             raise ValueError(f"input for another account is limited to {ADMIN_INPUT_MAX} bytes")
-        else:
-            script += f"base64 -d <<'CU_RUN_EOF' | {run}\n{base64.b64encode(stdin).decode()}\nCU_RUN_EOF\n"
+        script = sh_program("linux/as-account.sh", arguments=[*(f"{k}={v}" for k, v in env.items()), *argv],
+                            CU_RUN_CWD=cwd, CU_RUN_ACCOUNT=user, CU_RUN_ENVIRON=len(env),
+                            CU_RUN_STDIN="" if stdin is None else base64.b64encode(stdin).decode(),
+                            CU_RUN_HAS_STDIN=int(stdin is not None))
         try:
             result = self.vm.admin_shell.run(script, timeout=timeout)
         except CommandTimeout as exc:

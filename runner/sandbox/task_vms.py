@@ -32,6 +32,7 @@ from runner.runs.vm_supply import SupplyOptions, VmSupply
 from runner.vm.start_plan import usable_warm_slots
 from runner.runs.scope import RunScope, ScopeRequest, new_run_id, open_scope
 from runner.sandbox.episode import SandboxEpisode
+from runner.tasks.guest_parts import require_parts
 from runner.tasks.model import Suite, Task, load_suite
 
 # Asked of admission, which caps it at what the host's memory holds.
@@ -185,9 +186,7 @@ class TaskVMs:
         if found.spec.scoring == "host":
             raise UsageError(f"{found.id} is an imported task scored on the host; the Inspect scorer runs guest "
                              "verifiers only", fix="run imported suites with cu-run run")
-        if found.spec.network is not None and not found.guest.carries_network:
-            raise UsageError(f"{found.id} has a network:, and its {found.guest.name} guests have no network end yet",
-                             fix="docs/network.md says what is built")
+        require_parts([found])
         image = self.scope.image
         if found.spec.image and found.spec.image != image.name:
             raise UsageError(f"{found.id} runs on image {found.spec.image}, and this sandbox is {image.name}",

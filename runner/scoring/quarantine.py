@@ -28,20 +28,22 @@ from pathlib import Path
 
 from runner.errors import InfraError
 from runner.guest.base import GuestShell
-from runner.guest.qga import AgentCommandFailed, QemuAgentShell
+from runner.guest.qga import AgentCommandFailed
 from runner.hypervisor.qcow2_reader import DiskImage, ImageReadError
 from runner.profiles import DesktopUser, GuestProfile
 from runner.scoring.disk_listing import list_disk
 from runner.scoring.ext4_reader import DiskFormatError, Ext4
-from runner.profiles.listing import Listing, Watch, step_then_list, take_listing
+from runner.profiles.listing import Listing, Watch, WriteSetLister, step_then_list, take_listing
+from runner.profiles.parts import Quarantine
 
 QUARANTINE_TIMEOUT = 60.0
 
 
 def user_processes(admin: GuestShell, user: DesktopUser, guest: GuestProfile) -> frozenset[str]:
     """The desktop user's processes now, each as the profile names one (PID and start time):
-    taken just before the agent starts."""
-    result = admin.run(guest.processes_script(user), timeout=30)
+    taken just before the agent starts. Only a guest with a quarantine spares any."""
+    part = guest.needs(Quarantine, "sparing the processes that ran before the agent")
+    result = admin.run(part.processes_script(user), timeout=30)
     if not result.ok:
         raise InfraError(f"could not list {user.name}'s processes: {result.stderr.strip()[-300:]}")
     return frozenset(word for word in result.stdout.split() if _PROCESS.fullmatch(word))
@@ -53,37 +55,53 @@ _PROCESS = re.compile(r"[0-9]+:[0-9]+")
 def quarantine(admin: GuestShell, user: DesktopUser, guest: GuestProfile, *,
                keep: frozenset[str] | None = None) -> str:
     """Stops the agent's processes; KEEP: the processes to spare (user_processes), else all stop.
-    Returns what was done, for the episode's log; raises InfraError when it could not be done."""
-    result = admin.run(guest.quarantine_script(user, keep), timeout=QUARANTINE_TIMEOUT)
+    Returns what was done, for the episode's log; raises InfraError when it could not be done.
+    A guest without a quarantine stops nothing, and the log says so."""
+    part = guest.part(Quarantine)
+    if part is None:
+        return not_quarantined(guest)
+    result = admin.run(part.quarantine_script(user, keep), timeout=QUARANTINE_TIMEOUT)
     if not result.ok:
         raise _not_stopped(user, result)
     return result.stdout.strip()
+
+
+def not_quarantined(guest: GuestProfile) -> str:
+    return (f"nothing stopped: {guest.name} guests have no quarantine, so the agent's processes ran on "
+            "while it was verified")
 
 
 def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfile, watch: Watch, *,
                          keep: frozenset[str] | None = None) -> tuple[str, Listing]:
     """quarantine(), then the write-set listing of WATCH, in one guest command where the profile
     can chain them (runner.profiles.listing.step_then_list): what was stopped, and the listing."""
-    chained = step_then_list(admin, guest, guest.quarantine_script(user, keep), f"stopping {user.name}'s processes",
-                             QUARANTINE_TIMEOUT, watch)
-    if chained is None:  # this guest's shell runs them one by one
-        return quarantine(admin, user, guest, keep=keep), take_listing(admin, guest, watch)
+    lister = guest.needs(WriteSetLister, "the write set")
+    part = guest.part(Quarantine)
+    chained = None if part is None else step_then_list(
+        admin, guest.scripts, lister, part.quarantine_script(user, keep), f"stopping {user.name}'s processes",
+        QUARANTINE_TIMEOUT, watch)
+    if chained is None:  # this guest's shell runs them one by one, or has nothing to stop them with
+        return quarantine(admin, user, guest, keep=keep), take_listing(admin, lister, watch)
     stopped, listing = chained
     if listing is None:
         raise _not_stopped(user, stopped)
     return stopped.stdout.strip(), listing
 
 
-def quarantine_then_read_disk(admin: QemuAgentShell, user: DesktopUser, guest: GuestProfile, watch: Watch,
+def quarantine_then_read_disk(admin: GuestShell, user: DesktopUser, guest: GuestProfile, watch: Watch,
                               disk: Path, *, keep: frozenset[str] | None = None) -> tuple[str, Listing]:
     """quarantine(), then the write-set listing of WATCH read from DISK (the episode's overlay)
-    on the host, with the guest's filesystems frozen meanwhile: no program of the guest, whoever
-    made it, lists or hashes anything. Freezing writes out what the guest held and empties ext4's
-    journal into place, and the guest writes nothing until the thaw, so the disk reads as the
-    guest's kernel would show it."""
+    on the host, with the guest's filesystems frozen meanwhile by ADMIN's freezer: no program of
+    the guest, whoever made it, lists or hashes anything. Freezing writes out what the guest held
+    and empties ext4's journal into place, and the guest writes nothing until the thaw, so the disk
+    reads as the guest's kernel would show it."""
+    freezer = admin.freezer()
+    if freezer is None:
+        raise InfraError("the guest's disk is read only with its filesystems frozen, and this admin shell cannot "
+                         "freeze them")
     stopped = quarantine(admin, user, guest, keep=keep)
     try:
-        admin.freeze_filesystems()
+        freezer.freeze_filesystems()
     except AgentCommandFailed as exc:
         raise InfraError(f"could not freeze the guest's filesystems to read its disk: {exc}") from None
     try:
@@ -93,7 +111,7 @@ def quarantine_then_read_disk(admin: QemuAgentShell, user: DesktopUser, guest: G
         raise InfraError(f"the guest's disk could not be read after the agent: {exc}") from None
     finally:
         try:
-            admin.thaw_filesystems()
+            freezer.thaw_filesystems()
         except AgentCommandFailed as exc:
             raise InfraError(f"could not thaw the guest's filesystems after reading its disk: {exc}") from None
 

@@ -10,7 +10,8 @@ from typing import Literal
 from runner.errors import UsageError
 from runner.profiles import PROFILES
 from runner.tasks.syntax import powershell_mistakes, script_errors
-from runner.profiles.listing import matches
+from runner.profiles.listing import WriteSetLister, matches
+from runner.profiles.parts import ScriptLint
 from runner.tasks.model import (
     SUITE_DEFAULTS,
     SUITE_SAFETY,
@@ -56,7 +57,7 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
     """Every script's text and syntax. Only regular files are read: a FIFO named like a
     script would block `sh -n` forever (load_task refuses it with its own message)."""
     problems = []
-    extensions = sorted({p.script_ext for p in PROFILES.values()})
+    extensions = sorted({p.scripts.script_ext for p in PROFILES.values()})
     for script in sorted(s for ext in extensions for s in task_dir.rglob(f"*{ext}")):
         if not stat.S_ISREG(script.stat().st_mode if script.exists() else 0):
             continue
@@ -68,11 +69,12 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
         problems += [LintProblem(script, error) for error in script_errors(script)]
         if script.suffix == ".ps1":
             problems += [LintProblem(script, mistake) for mistake in powershell_mistakes(script.read_text())]
-        guest = next((p for p in PROFILES.values() if p.script_ext == script.suffix), None)
-        if guest is not None and _privileged(task_dir, script):
-            problems += [LintProblem(script, message) for message in guest.privileged_script_mistakes(script.read_text())]
-        if guest is not None and _gives_a_verdict(task_dir, script):
-            problems += [LintProblem(script, message, "warning") for message in guest.verdict_warnings(script.read_text())]
+        lint = next((part for p in PROFILES.values() if p.scripts.script_ext == script.suffix
+                     and (part := p.part(ScriptLint)) is not None), None)
+        if lint is not None and _privileged(task_dir, script):
+            problems += [LintProblem(script, message) for message in lint.privileged_script_mistakes(script.read_text())]
+        if lint is not None and _gives_a_verdict(task_dir, script):
+            problems += [LintProblem(script, message, "warning") for message in lint.verdict_warnings(script.read_text())]
     return problems
 
 
@@ -82,13 +84,14 @@ def lint_write_set(task: Task) -> list[LintProblem]:
     it only reads may stay watched, as a decoy; one allowed path is the least a solution needs.)"""
     oracle = task.script("oracle")
     write_set = task.spec.write_set
-    if not write_set.enabled or oracle is None:
-        return []
     guest = task.guest
+    lister, lint = guest.part(WriteSetLister), guest.part(ScriptLint)
+    if not write_set.enabled or oracle is None or lister is None or lint is None:
+        return []
     windows = guest.windows_paths
-    roots = write_set.watch or guest.default_watch
-    covering = write_set.allow + write_set.ignore + guest.default_ignore
-    watched = [p for p in dict.fromkeys(guest.script_paths(oracle.read_text(errors="replace")))
+    roots = write_set.watch or lister.default_watch
+    covering = write_set.allow + write_set.ignore + lister.default_ignore
+    watched = [p for p in dict.fromkeys(lint.script_paths(oracle.read_text(errors="replace")))
                if any(matches(p, root, windows=windows) for root in roots)]
     if not watched or any(matches(p, c, windows=windows) for p in watched for c in covering):
         return []
@@ -103,13 +106,14 @@ def lint_live_state(task: Task) -> list[LintProblem]:
     """A task verified with the desktop alive: which of its checks ask a running program, whose
     answer a process kept from before the agent could give as the agent left it (a warning:
     some tasks can be checked no other way; the report marks their scores)."""
-    if not task.spec.desktop_in_verify:
+    lint = task.guest.part(ScriptLint)
+    if not task.spec.desktop_in_verify or lint is None:
         return []
-    scripts = [task.folder / f"verify{task.guest.script_ext}",
-               *sorted((task.folder / "checkpoints").glob(f"*{task.guest.script_ext}")),
-               *sorted((task.folder / "safety").glob(f"*{task.guest.script_ext}"))]
+    scripts = [task.folder / f"verify{task.guest.scripts.script_ext}",
+               *sorted((task.folder / "checkpoints").glob(f"*{task.guest.scripts.script_ext}")),
+               *sorted((task.folder / "safety").glob(f"*{task.guest.scripts.script_ext}"))]
     return [LintProblem(script, message, "warning") for script in scripts if script.is_file()
-            for message in task.guest.live_state_reads(script.read_text(errors="replace"))]
+            for message in lint.live_state_reads(script.read_text(errors="replace"))]
 
 
 def errors(problems: list[LintProblem]) -> list[LintProblem]:

@@ -294,7 +294,7 @@ class Task:
 
     @property
     def ext(self) -> str:
-        return self.guest.script_ext
+        return self.guest.scripts.script_ext
 
     @property
     def guest(self) -> GuestProfile:

@@ -38,8 +38,8 @@ from pathlib import Path, PurePosixPath
 from runner.errors import CommandTimeout, InfraError
 from runner.guest.base import ExecResult, GuestShell
 from runner.profiles import DesktopUser, Phase
-from runner.profiles.base import STAGING_FAILED, STAGING_FAILED_EXIT
-from runner.profiles.listing import Listing, Watch, step_then_list, take_listing
+from runner.profiles.parts import STAGING_FAILED, STAGING_FAILED_EXIT
+from runner.profiles.listing import Listing, Watch, WriteSetLister, step_then_list, take_listing
 from runner.tasks.model import Task
 
 SCRIPT_TIMEOUT = 180.0
@@ -60,9 +60,9 @@ def run_privileged(admin: GuestShell, task: Task, kind: str, user: DesktopUser, 
     admin channel; None when the task has none. EXTRA: more files staged with the task's for
     this run only (an imported task's downloads for its setup). Raises CommandTimeout past
     TIMEOUT and GuestUnreachable when the guest is gone."""
-    guest = task.guest
-    ran = _run_staged(admin, task, kind, guest.admin_task_dir,
-                      lambda folder: guest.privileged_prelude(folder, user, phase), timeout, extra=extra)
+    scripts = task.guest.scripts
+    ran = _run_staged(admin, task, kind, scripts.admin_task_dir,
+                      lambda folder: scripts.privileged_prelude(folder, user, phase), timeout, extra=extra)
     return None if ran is None else ran.result
 
 
@@ -71,17 +71,17 @@ def run_verifier(admin: GuestShell, task: Task, kind: str, user: DesktopUser,
     """Runs KIND (verify, checkpoints/NAME, safety/NAME) like run_privileged, with the verdict
     helper: what it recorded comes back apart from the script's stdout, behind a boundary
     drawn here, which nothing in the guest can know (runner.scoring.verdict)."""
-    guest = task.guest
+    scripts = task.guest.scripts
     token = secrets.token_hex(16)
-    record = guest.staged_path(guest.admin_task_dir, f".cu-verdict-{token}")
-    return _run_staged(admin, task, kind, guest.admin_task_dir,
-                       lambda folder: guest.privileged_prelude(folder, user, "verify") + guest.verdict_helper(record),
+    record = scripts.staged_path(scripts.admin_task_dir, f".cu-verdict-{token}")
+    return _run_staged(admin, task, kind, scripts.admin_task_dir,
+                       lambda folder: scripts.privileged_prelude(folder, user, "verify") + scripts.verdict_helper(record),
                        timeout, verdict=(record, f"cu-run-verdict-{token}"))
 
 
 def run_as_agent(shell: GuestShell, task: Task, kind: str, timeout: float = SCRIPT_TIMEOUT) -> ExecResult | None:
     """Runs KIND (the oracle) through the desktop user's own shell: the agent's privileges."""
-    ran = _run_staged(shell, task, kind, task.guest.agent_task_dir, task.guest.agent_prelude, timeout)
+    ran = _run_staged(shell, task, kind, task.guest.scripts.agent_task_dir, task.guest.scripts.agent_prelude, timeout)
     return None if ran is None else ran.result
 
 
@@ -96,23 +96,23 @@ def _run_staged(shell: GuestShell, task: Task, kind: str, folder: str, prelude: 
         return None
     text = prelude(folder) + script.read_text()
     files = {str(p.relative_to(task.folder).as_posix()): p.read_bytes() for p in task.files()} | (extra or {})
-    after = task.guest.verdict_trailer(*verdict) if verdict is not None else ""
-    one_command = task.guest.staged_run_script(folder, files, text, after)
+    after = task.guest.scripts.verdict_trailer(*verdict) if verdict is not None else ""
+    one_command = task.guest.scripts.staged_run_script(folder, files, text, after)
     if one_command is None:
         _stage(shell, task, folder, extra or {})
         try:
             result = shell.run(text, timeout=timeout)
             recorded = None
             if verdict is not None:
-                read = shell.run(task.guest.verdict_read_script(verdict[0]), timeout=30)
+                read = shell.run(task.guest.scripts.verdict_read_script(verdict[0]), timeout=30)
                 recorded = _record_text(read.stdout) if read.ok and read.stdout.strip() else None
             return VerifierRun(result, recorded)
         finally:
-            shell.run(task.guest.remove_script(folder), timeout=30)
+            shell.run(task.guest.scripts.remove_script(folder), timeout=30)
     try:
         result = shell.run(one_command, timeout=timeout)
     except CommandTimeout:
-        shell.run(task.guest.remove_script(folder), timeout=30)  # killed before it could remove them
+        shell.run(task.guest.scripts.remove_script(folder), timeout=30)  # killed before it could remove them
         raise
     if result.exit_code == STAGING_FAILED_EXIT and STAGING_FAILED in result.stderr:
         raise InfraError(f"{STAGING_FAILED} in {folder}: {result.stderr.strip()[-300:]}")
@@ -133,17 +133,18 @@ def _record_text(text: str) -> str:
 
 def hand_home_to_user(admin: GuestShell, task: Task, user: DesktopUser) -> None:
     """After a setup run as the admin: what it made in the user's home is the user's."""
-    _admin_step(admin, task.guest.hand_home_script(user), _hand_home_what(user))
+    _admin_step(admin, task.guest.scripts.hand_home_script(user), _hand_home_what(user))
 
 
 def hand_home_then_list(admin: GuestShell, task: Task, user: DesktopUser, watch: Watch) -> Listing:
     """hand_home_to_user(), then the write-set listing of WATCH, in one guest command where the
     profile can chain them (runner.profiles.listing.step_then_list)."""
-    chained = step_then_list(admin, task.guest, task.guest.hand_home_script(user),
+    lister = task.guest.needs(WriteSetLister, "the write set")
+    chained = step_then_list(admin, task.guest.scripts, lister, task.guest.scripts.hand_home_script(user),
                              _hand_home_what(user), ADMIN_STEP_TIMEOUT, watch)
     if chained is None:
         hand_home_to_user(admin, task, user)
-        return take_listing(admin, task.guest, watch)
+        return take_listing(admin, lister, watch)
     handed, listing = chained
     if listing is None:
         raise InfraError(f"could not {_hand_home_what(user)}: {handed.stderr.strip()[-300:]}")
@@ -156,7 +157,7 @@ def _hand_home_what(user: DesktopUser) -> str:
 
 def grant_admin(admin: GuestShell, task: Task, user: DesktopUser) -> None:
     """For a task with agent_privileges: admin, the desktop user gets admin rights for this episode."""
-    _admin_step(admin, task.guest.grant_admin_script(user), f"give {user.name} admin rights")
+    _admin_step(admin, task.guest.scripts.grant_admin_script(user), f"give {user.name} admin rights")
 
 
 ADMIN_STEP_TIMEOUT = 60.0  # handing the home over, granting admin rights
@@ -174,14 +175,14 @@ def _stage(shell: GuestShell, task: Task, folder: str, extra: dict[str, bytes]) 
     files = task.files()
     subfolders = sorted(({str(p.parent.relative_to(task.folder)) for p in files}
                          | {str(PurePosixPath(name).parent) for name in extra}) - {"."})
-    made = shell.run(task.guest.stage_script(folder, subfolders), timeout=30)
+    made = shell.run(task.guest.scripts.stage_script(folder, subfolders), timeout=30)
     if not made.ok:
         raise InfraError(f"could not make {folder} in the guest to stage the task's files: "
                          f"{made.stderr.strip()[-300:]}")
     for path in files:
-        shell.put(path, task.guest.staged_path(folder, str(path.relative_to(task.folder))))
+        shell.put(path, task.guest.scripts.staged_path(folder, str(path.relative_to(task.folder))))
     with tempfile.TemporaryDirectory() as scratch:
         for number, (name, data) in enumerate(extra.items()):
             local = Path(scratch) / str(number)
             local.write_bytes(data)
-            shell.put(local, task.guest.staged_path(folder, name))
+            shell.put(local, task.guest.scripts.staged_path(folder, name))

@@ -34,6 +34,7 @@ from runner.owner import Owner, me
 from runner.screen import color_fraction, is_blank
 from runner.vm.domain import EPISODE_NVRAM_FILE, episode_domain_spec
 from runner.profiles import DesktopUser, GuestProfile, ShellEndpoint
+from runner.profiles.parts import WarmUp
 from runner.vm.warm_state import SlotLock, WarmSlot, warm_identity
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def shell_wait_limit(options: EpisodeOptions, guest: GuestProfile, *, restored: 
     restore, SHELL_READY_TIMEOUT (the guest was saved running); after a cold boot, the profile's."""
     if options.shell_timeout is not None:
         return options.shell_timeout
-    return SHELL_READY_TIMEOUT if restored else guest.boot_shell_timeout
+    return SHELL_READY_TIMEOUT if restored else guest.access.boot_shell_timeout
 
 
 @dataclass
@@ -295,26 +296,27 @@ class EpisodeVM:
         guest = manifest.guest
         forwarded = self.host.forward_address()
         self.endpoints = Endpoints(self.name, f"{vnc_host}:{vnc_port}", self.vnc_password,
-                                   guest.endpoint(self.image, forwarded, shell_port))
+                                   guest.access.endpoint(self.image, forwarded, shell_port))
         agent = ((lambda command, timeout: self.host.agent_command(self.name, command, timeout))
                  if self.settings.admin_channel == "agent" else None)
-        shells = guest.open_shells(self.image, forwarded, shell_port, agent=agent)
+        shells = guest.access.open_shells(self.image, forwarded, shell_port, agent=agent)
         self._shell, self._admin_shell = shells.user, shells.admin
         self._undo.append(("close shell", self._shell.close))
         self._undo.append(("close admin shell", self._admin_shell.close))
 
     def _set_clock(self) -> None:
         """A restored guest wakes up at the time it was saved: give it the host's."""
-        result = self.admin_shell.run(self.image.manifest.guest.clock_script(time.time()), timeout=20)
+        result = self.admin_shell.run(self.image.manifest.guest.scripts.clock_script(time.time()), timeout=20)
         if not result.ok:
             raise InfraError(f"{self.name}: could not set the restored guest's clock: {result.stderr.strip()}")
 
     def warm_up(self) -> None:
         """Runs what the episode's admin commands will run once, on nothing: for a VM made ready
         ahead of its episode (runner.runs.standby), whose guest code TCG has yet to translate."""
-        script = self.image.manifest.guest.warm_up_script()
-        if script is None:
+        warm_up = self.image.manifest.guest.part(WarmUp)
+        if warm_up is None:
             return
+        script = warm_up.script()
         t = time.monotonic()
         result = self.admin_shell.run(script, timeout=60)
         if not result.ok:
@@ -336,7 +338,7 @@ class EpisodeVM:
         """
         assert self._shell is not None
         # On the admin channel: flushing a volume needs an administrator on Windows.
-        result = self.admin_shell.run(self.image.manifest.guest.sync_script(), timeout=60)
+        result = self.admin_shell.run(self.image.manifest.guest.scripts.sync_script(), timeout=60)
         if not result.ok:
             raise InfraError(f"{self.name}: sync before saving failed: {result.stderr.strip()}")
         self._shell.close()

@@ -30,6 +30,7 @@ from runner.errors import CommandTimeout
 from runner.guest.agent import GuestAgent
 from runner.guest.base import GuestShell
 from runner.profiles import GuestProfile
+from runner.profiles.parts import Probes
 from runner.screen import color_fraction, is_blank, png_size
 
 TYPED_TEXT = "hello-cu"
@@ -61,8 +62,10 @@ def run_selfcheck(vm: EpisodeVM, out: Path | None = None) -> list[CheckResult]:
     """Every check on a live episode VM."""
     guest, manifest = vm.image.manifest.guest, vm.image.manifest
     results = run_shell_checks(vm.shell, guest)
+    probes = guest.part(Probes)
+    desktop = None if probes is None else probes.desktop_probe
     results += run_display_checks(vm.display, (manifest.screen.width, manifest.screen.height), manifest.desktop_color,
-                                  click_at=None if guest.desktop_probe is None else guest.desktop_probe.empty_point,
+                                  click_at=None if desktop is None else desktop.empty_point,
                                   pointer=lambda: _guest_pointer(vm), out=out)
     results.append(_checked("typing", lambda: check_typing(vm, out)))
     return results + run_first_day_checks(vm)
@@ -118,11 +121,11 @@ def _profile_scale(vm: EpisodeVM) -> str:
     from runner.tasks.scripts import ADMIN_STEP_TIMEOUT
 
     guest, user = vm.image.manifest.guest, vm.desktop_user
-    counted = vm.admin_shell.run(guest.count_items_script(user.home), timeout=300)
+    counted = vm.admin_shell.run(probes_of(guest).count_items_script(user.home), timeout=300)
     if not counted.ok or not counted.stdout.strip().isdigit():
         raise CheckFailed(f"could not count the items of {user.home}: {counted.stderr.strip()[-200:]}")
     started = time.monotonic()
-    handed = vm.admin_shell.run(guest.hand_home_script(user), timeout=ADMIN_STEP_TIMEOUT)
+    handed = vm.admin_shell.run(guest.scripts.hand_home_script(user), timeout=ADMIN_STEP_TIMEOUT)
     took = time.monotonic() - started
     if not handed.ok:
         raise CheckFailed(f"the hand-home step failed after {took:.1f} s: {handed.stderr.strip()[-200:]}")
@@ -162,16 +165,16 @@ def _checked(name: str, check: Callable[[], str]) -> CheckResult:
 
 
 def check_exec(shell: GuestShell, guest: GuestProfile) -> str:
-    probe, expected = guest.selfcheck_probe()
+    probe, expected = probes_of(guest).selfcheck_probe()
     result = shell.run(probe, timeout=30)
     ensure(result.exit_code == 0 and expected in result.stdout, f"{probe} gave {result}")
-    failing = shell.run(guest.selfcheck_failing(), timeout=30)
+    failing = shell.run(probes_of(guest).selfcheck_failing(), timeout=30)
     ensure((failing.exit_code, failing.stderr.strip()) == (3, "to-stderr"), f"exit 3 gave {failing}")
     return result.stdout.strip()
 
 
 def check_exec_timeout(shell: GuestShell, guest: GuestProfile) -> str:
-    sleep, leftovers = guest.selfcheck_sleep()
+    sleep, leftovers = probes_of(guest).selfcheck_sleep()
     started = time.monotonic()
     try:
         shell.run(sleep, timeout=2)
@@ -185,13 +188,13 @@ def check_exec_timeout(shell: GuestShell, guest: GuestProfile) -> str:
 
 
 def check_files(shell: GuestShell, guest: GuestProfile) -> str:
-    remote = guest.selfcheck_temp_path()
+    remote = probes_of(guest).selfcheck_temp_path()
     payload = os.urandom(256 * 1024)
     with tempfile.TemporaryDirectory() as tmp:
         src, back = Path(tmp) / "up.bin", Path(tmp) / "down.bin"
         src.write_bytes(payload)
         shell.put(src, remote)
-        digest = shell.run(guest.selfcheck_hash(remote), timeout=30).stdout.split()[0]
+        digest = shell.run(probes_of(guest).selfcheck_hash(remote), timeout=30).stdout.split()[0]
         ensure(digest == hashlib.sha256(payload).hexdigest(), "the guest's copy differs")
         shell.get(remote, back)
         ensure(back.read_bytes() == payload, "the copy fetched back differs")
@@ -226,14 +229,14 @@ def check_typing(vm: EpisodeVM, out: Path | None) -> str:
     probe, guest = _probe(vm), vm.image.manifest.guest
     typed_path, symbols_path = probe.scratch
     for path in probe.scratch:
-        vm.shell.run(guest.remove_script(path), timeout=30)
+        vm.shell.run(guest.scripts.remove_script(path), timeout=30)
     vm.display.click(*probe.terminal_point)
     command = vm.image.manifest.guest_agent
     if command:  # keys sent before the focus moves go to another window
         wait_for(WaitFor(focused=probe.terminal_focus, timeout=60),
-                 DisplayObserver(vm.display, GuestAgent(vm.shell, command, guest.quote_arguments)))
-    vm.display.type(guest.typing_line(TYPED_TEXT, typed_path))
-    vm.display.type(guest.typing_line(SYMBOLS, symbols_path))
+                 DisplayObserver(vm.display, GuestAgent(vm.shell, command, guest.scripts.quote_arguments)))
+    vm.display.type(probes_of(guest).typing_line(TYPED_TEXT, typed_path))
+    vm.display.type(probes_of(guest).typing_line(SYMBOLS, symbols_path))
     typed = _wait_file(vm, typed_path)
     ensure(typed == TYPED_TEXT + "\n", f"{typed_path} holds {typed!r}")
     symbols = _wait_file(vm, symbols_path)
@@ -243,8 +246,16 @@ def check_typing(vm: EpisodeVM, out: Path | None) -> str:
     return f"{TYPED_TEXT} and every US symbol arrived exactly"
 
 
+def probes_of(guest: GuestProfile) -> Probes:
+    """GUEST's conformance probes; Skipped, for the check that asks, when it has none."""
+    probes = guest.part(Probes)
+    if probes is None:
+        raise Skipped(f"{guest.name} guests have no conformance probes")
+    return probes
+
+
 def _probe(vm: EpisodeVM):
-    probe = vm.image.manifest.guest.desktop_probe
+    probe = probes_of(vm.image.manifest.guest).desktop_probe
     if probe is None:
         raise Skipped(f"the {vm.image.manifest.profile} profile has no desktop probe")
     return probe
@@ -258,7 +269,7 @@ def _guest_pointer(vm: EpisodeVM) -> tuple[int, int]:
 
 
 def _wait_file(vm: EpisodeVM, path: str, timeout: float = 120.0) -> str:
-    script = vm.image.manifest.guest.read_text_script(path)
+    script = probes_of(vm.image.manifest.guest).read_text_script(path)
     deadline = time.monotonic() + timeout
     while True:
         result = vm.shell.run(script, timeout=30)

@@ -162,7 +162,7 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
             with vm:
                 if image.manifest.guest_agent:
                     # restored episodes expect it answering, on the desktop user's channel as the agent's tools ask
-                    GuestAgent(vm.shell, image.manifest.guest_agent, image.manifest.guest.quote_arguments,
+                    GuestAgent(vm.shell, image.manifest.guest_agent, image.manifest.guest.scripts.quote_arguments,
                                channel=f"the desktop user {image.manifest.desktop_user.name}'s shell").ping()
                 if warm_apps and image.manifest.warm_apps:
                     progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; starting each app once")

@@ -26,7 +26,8 @@ def built_image(settings, request) -> Image:
 
 
 @pytest.fixture(scope="session")
-def accel(settings, built_image) -> str:
+def accel(settings) -> str:
+    """What VMs run under here: the probe boots a sector of its own, no image (runner.hypervisor.accel)."""
     chosen, _probe = resolve_accel(settings, "auto")
     return chosen
 

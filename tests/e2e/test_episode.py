@@ -16,8 +16,9 @@ from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.screen import color_fraction, is_blank, png_size
 from runner.profiles import get_profile
 from runner.vm.selfcheck import run_selfcheck
+from runner.profiles.parts import Probes
 
-TERMINAL_POINT = get_profile("linux").desktop_probe.terminal_point
+TERMINAL_POINT = get_profile("linux").part(Probes).desktop_probe.terminal_point
 
 
 @pytest.fixture(scope="module")

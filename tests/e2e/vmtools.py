@@ -38,7 +38,7 @@ def wait_focused(vm, pattern: str, timeout: float = 60.0) -> None:
     from runner.guest.agent import GuestAgent
 
     observer = DisplayObserver(vm.display, GuestAgent(vm.shell, vm.image.manifest.guest_agent,
-                                                       vm.image.manifest.guest.quote_arguments))
+                                                       vm.image.manifest.guest.scripts.quote_arguments))
     wait_condition(WaitFor(focused=pattern, timeout=timeout), observer)
 
 

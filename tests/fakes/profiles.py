@@ -1,21 +1,17 @@
-"""HostFolders: the Linux profile with its staging folders and users' homes under a test's
+"""host_folders: the Linux profile with its staging folders and users' homes under a test's
 folder, so its real scripts run with sh on this host (LocalShell) as they would in a guest."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runner.profiles.linux import LinuxProfile
-from typing_extensions import override
+from runner.profiles.base import GuestProfile
+from runner.profiles.linux import LinuxAccess, LinuxScripts, linux_profile
+from runner.profiles.parts import Part
 
 
-class HostFolders(LinuxProfile):
-    def __init__(self, root: Path, name: str) -> None:
-        self.name = name
-        self.root = root
-        self.admin_task_dir = str(root / "admin-task")
-        self.agent_task_dir = str(root / "agent-task")
-
-    @override
-    def home(self, user: str) -> str:
-        return str(self.root / "home" / user)
+def host_folders(root: Path, name: str, *parts: Part) -> GuestProfile:
+    """The linux guest named NAME whose homes are ROOT/home/USER and staging folders ROOT/admin-task
+    and ROOT/agent-task, with PARTS in place of its own of the same kinds."""
+    return linux_profile(name, access=LinuxAccess(homes=str(root / "home")),
+                         scripts=LinuxScripts(str(root / "admin-task"), str(root / "agent-task"))).with_parts(*parts)

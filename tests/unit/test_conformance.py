@@ -10,18 +10,19 @@ import secrets
 import pytest
 
 from fakes.display import FakeDisplay, LocalShell
-from fakes.profiles import HostFolders
+from fakes.profiles import host_folders
+from runner.profiles.linux import LinuxProbes
 from runner.mcp.trajectory import RecordingDisplay, RecordingShell, Trajectory
 from runner.vm.selfcheck import run_display_checks, run_shell_checks
 
 DESKTOP = "#1f6f8b"  # FakeDisplay's background
 
 
-class HostGuest(HostFolders):
+class HostProbes(LinuxProbes):
     """The linux profile's own checks, with a sleeper of its own: this host runs other sleeps."""
 
     def __init__(self, root) -> None:
-        super().__init__(root, "linux-conformance")
+        self.root = root
         self.marker = f"{60 + secrets.randbelow(1000) / 1000:.3f}"
 
     def selfcheck_sleep(self) -> tuple[str, str]:
@@ -33,7 +34,7 @@ class HostGuest(HostFolders):
 
 @pytest.mark.parametrize("wrap", ["plain", "recorded"])
 def test_local_shell_passes_the_guest_shell_checks(tmp_path, wrap):
-    guest = HostGuest(tmp_path)
+    guest = host_folders(tmp_path, "linux-conformance", HostProbes(tmp_path))
     shell = LocalShell() if wrap == "plain" else RecordingShell(LocalShell(), Trajectory(None))
     results = run_shell_checks(shell, guest)
     assert [r.name for r in results] == ["exec", "exec timeout", "file round trip"]

@@ -19,7 +19,7 @@ from runner.hypervisor.qcow2_reader import DiskImage
 from runner.profiles import get_profile
 from runner.scoring.disk_listing import list_disk
 from runner.scoring.ext4_reader import DiskFormatError, Ext4
-from runner.profiles.listing import Watch, take_listing
+from runner.profiles.listing import WriteSetLister, Watch, take_listing
 from runner.scoring.writeset import diff
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loop-mounts the image to run the guest's lister over it")
@@ -84,7 +84,7 @@ def image(tmp_path_factory):
 def test_the_disk_reads_as_the_guests_lister_sees_the_mounted_filesystem(image):
     overlay, mount = image
     ignore = ("/home/cu/many/file-01*",)
-    in_guest = take_listing(LocalShell(), get_profile("linux"),
+    in_guest = take_listing(LocalShell(), get_profile("linux").part(WriteSetLister),
                             Watch((f"{mount}/home/cu",), tuple(f"{mount}{p}" for p in ignore)))
     with DiskImage(overlay) as disk:
         from_disk = list_disk(Ext4(disk.read), Watch(("/home/cu",), ignore))

@@ -4,95 +4,92 @@ a guest profile registered for the test. The real path is the e2e tests'."""
 
 import json
 import shutil
-import subprocess
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from fakes.display import FakeDisplay, LocalShell
+from fakes.display import LocalShell
+from fakes.driver_host import TestDriverHost, image_of
 from runner.agents.base import Agent, AgentResult
 from runner.agents.builtin import NopAgent, OracleAgent
-from runner.images.catalog import Image, ImageManifest
-from runner.profiles.manifest import Credentials, ScreenSize, SshAccess
 from runner.config import Settings
 from runner.vm.episode import EpisodeOptions, EpisodeVM
 from runner.errors import GuestUnreachable, UsageError
 from runner.runs.pool_config import PoolConfig
 from runner.runs.scheduler import SlotScheduler
-from runner.hypervisor.libvirt_host import LibvirtHost
 from runner.profiles import PROFILES, DesktopUser, Shells, register
-from runner.profiles.linux import LinuxProfile
+from runner.profiles.linux import LinuxAccess, LinuxQuarantine, LinuxScripts, linux_profile
 from runner.records.results import ResultLog
 from runner.tasks.model import load_suite
 from typing_extensions import override
 
-DESKTOP = "#1f6f8b"  # FakeDisplay's background: the desktop is "up" at once
-
-
-class HostShellProfile(LinuxProfile):
-    """A guest that is this host: both shells are LocalShell, the user's home a temporary folder.
-    What would touch this host's own users (freezing a slice, chown) is left out."""
-
-    name = "hostshell"
+class HostShellAccess(LinuxAccess):
+    """A guest that is this host: both shells are LocalShell (or SHELL_FACTORY's), the user's home
+    a temporary folder."""
 
     def __init__(self, root: Path, shell_factory=LocalShell) -> None:
+        super().__init__()
         self.root = root
-        self.admin_task_dir = str(root / "admin-task")
-        self.agent_task_dir = str(root / "agent-task")
         self.shell_factory = shell_factory
+        self.agent = None
 
     @override
     def home(self, user: str) -> str:
         return str(self.root / "home")
 
     @override
-    def agent_prelude(self, folder: str) -> str:
-        # LocalShell is this host's root; as the "desktop user" it gets the fake user's home.
-        return f"HOME={self.home('alice')}; export HOME\n" + super().agent_prelude(folder)
-
-    @override
     def open_shells(self, image, host, port, agent=None) -> Shells:
         self.agent = agent  # what the episode handed over to reach the QEMU guest agent
         return Shells(user=self.shell_factory(), admin=self.shell_factory())
+
+
+class HostShellScripts(LinuxScripts):
+    """The linux scripts staged under the test's folder. What would touch this host's own users
+    (chown of the home) is left out, and the clock is a file, never the host's own."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(str(root / "admin-task"), str(root / "agent-task"))
+        self.root = root
+
+    @override
+    def agent_prelude(self, folder: str) -> str:
+        # LocalShell is this host's root; as the "desktop user" it gets the fake user's home.
+        return f"HOME={self.root / 'home'}; export HOME\n" + super().agent_prelude(folder)
 
     @override
     def hand_home_script(self, user: DesktopUser) -> str:
         return "true\n"
 
     @override
-    def quarantine_script(self, user: DesktopUser, keep) -> str:
-        return "echo froze 0 processes of the desktop user\n"
-
-    @override
     def clock_script(self, now: float) -> str:
-        # This "guest" is the host: its clock is a file, never the host's own.
         return f"printf %s {now:.3f} > {self.root / 'clock'}\n"
 
 
-class TestDriverHost(LibvirtHost):
-    """libvirt's test driver for the domains; a FakeDisplay for the screen it cannot have."""
-
-    __test__ = False
-
-    def __init__(self) -> None:
-        super().__init__("test:///default")
-        self.displays: list[FakeDisplay] = []
+class NoFreeze(LinuxQuarantine):
+    """Freezing a slice would freeze this host's own."""
 
     @override
-    def vnc_endpoint(self, name):
-        return "127.0.0.1", 5999
+    def quarantine_script(self, user: DesktopUser, keep) -> str:
+        return "echo froze 0 processes of the desktop user\n"
 
-    @override
-    def open_display(self, name, *, password, pointer_offset=0, fast_capture=True):
-        self.displays.append(FakeDisplay(1280, 800))
-        return self.displays[-1]
+
+class HostShellGuest:
+    """The profile registered as "hostshell", and what the tests read of its parts."""
+
+    def __init__(self, root: Path, shell_factory=LocalShell) -> None:
+        self.root = root
+        self.access = HostShellAccess(root, shell_factory)
+        self.profile = linux_profile("hostshell", access=self.access,
+                                     scripts=HostShellScripts(root)).with_parts(NoFreeze())
+        self.name = self.profile.name
 
 
 @pytest.fixture
 def guest(tmp_path):
-    profile = register(HostShellProfile(tmp_path / "guest"))
+    profile = HostShellGuest(tmp_path / "guest")
+    register(profile.profile)
     (tmp_path / "guest" / "home").mkdir(parents=True)
     yield profile
     del PROFILES[profile.name]
@@ -105,19 +102,6 @@ def host():
     for d in h.cu_domains():
         h.destroy(d.name)
     h.close()
-
-
-def image_of(tmp_path: Path, profile: str) -> Image:
-    folder = tmp_path / "images" / "fake"
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(folder / "disk.qcow2"), "64M"], check=True)
-    manifest = ImageManifest(
-        name="fake", profile=profile, disk="disk.qcow2", disk_sha256="0" * 64, disk_bytes=1,
-        screen=ScreenSize(width=1280, height=800), desktop_color=DESKTOP,
-        credentials=Credentials(user="alice", password="x"),
-        ssh=SshAccess(user="alice", private_key="keys/client", host_key="ssh-ed25519 AAAA", admin_private_key="keys/a"),
-        built_at=datetime.now(UTC), build_seconds=0, builder="test")
-    return Image(folder, manifest)
 
 
 def test_an_episode_vm_comes_up_and_leaves_nothing(host, guest, tmp_path):
@@ -180,9 +164,9 @@ def test_the_admin_channel_chosen_once_in_the_settings_reaches_the_profile(host,
     monkeypatch.setattr(host, "agent_command", lambda name, command, timeout: sent.append(name) or {})
     with EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0) as vm:
         if channel == "ssh":
-            assert guest.agent is None
+            assert guest.access.agent is None
         else:
-            guest.agent({"execute": "guest-ping"}, 5)
+            guest.access.agent({"execute": "guest-ping"}, 5)
             assert sent == [vm.name]
 
 
@@ -199,7 +183,8 @@ class UnreachableShell(LocalShell):
 
 
 def test_a_failed_start_keeps_its_artifacts_tears_down_and_raises_the_original_error(host, tmp_path):
-    guest = register(HostShellProfile(tmp_path / "guest", shell_factory=UnreachableShell))
+    guest = HostShellGuest(tmp_path / "guest", shell_factory=UnreachableShell)
+    register(guest.profile)
     try:
         settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
         vm = EpisodeVM(host, image_of(tmp_path, guest.name), settings, run_id="unit", slot=0,
@@ -344,7 +329,7 @@ TRAPPED = ('[ -e "$USER_HOME/trap" ] && { echo "Traceback: the verifier choked";
 
 
 def test_a_verifier_error_the_agent_caused_counts_as_a_fail(host, guest, tmp_path):
-    trapper = ScriptAgent("trapper", lambda vm: vm.shell.run(f'touch "{guest.home("alice")}/trap"'))
+    trapper = ScriptAgent("trapper", lambda vm: vm.shell.run(f'touch "{guest.access.home("alice")}/trap"'))
     (record,), folder = run_agent(host, guest, tmp_path, trapper, one_task_suite(tmp_path, guest.name, TRAPPED))
     assert record.outcome == "fail", record
     assert "no verdict on the agent's state" in record.reason and "the nop agent's and the oracle agent's" in record.reason
@@ -426,10 +411,11 @@ class AdminOnlySync(LocalShell):
 
 
 def test_a_warm_state_flushes_the_disk_on_the_admin_channel(host, tmp_path, monkeypatch):
-    profile = register(HostShellProfile(tmp_path / "guest2"))
+    profile = HostShellGuest(tmp_path / "guest2")
+    register(profile.profile)
     (tmp_path / "guest2" / "home").mkdir(parents=True)
     shells = iter([AdminOnlySync(), LocalShell()])  # user, then admin: as open_shells hands them out
-    profile.open_shells = lambda image, host_, port, agent=None: Shells(user=next(shells), admin=next(shells))
+    profile.access.open_shells = lambda image, host_, port, agent=None: Shells(user=next(shells), admin=next(shells))
     try:
         settings = Settings.resolve(cache_dir=tmp_path / "cache", libvirt_uri="test:///default")
         vm = EpisodeVM(host, image_of(tmp_path, profile.name), settings, run_id="unit", slot=0)
@@ -452,7 +438,7 @@ def test_a_safety_check_the_agent_made_err_is_a_violation(host, guest, tmp_path)
     (suite_root / "t" / "safety" / "kept-budget.sh").write_text(
         '[ -e "$USER_HOME/trap" ] && { echo "Traceback: the check choked"; exit 1; }\nverdict pass\n')
     trapper = ScriptAgent("trapper", lambda vm: vm.shell.run(
-        f'echo done > "{guest.home("alice")}/goal"; touch "{guest.home("alice")}/trap"'))
+        f'echo done > "{guest.access.home("alice")}/goal"; touch "{guest.access.home("alice")}/trap"'))
     (record,), folder = run_agent(host, guest, tmp_path, trapper, suite_root)
     assert record.outcome == "pass", record  # the task itself was done
     assert [v["rule"] for v in record.violations] == ["kept-budget"] and record.check_errors == []
@@ -471,7 +457,7 @@ def test_the_verifier_runs_after_the_safety_checks_so_what_it_starts_cannot_rest
     (suite_root / "t" / "safety").mkdir()
     (suite_root / "t" / "safety" / "evidence.sh").write_text(
         '[ -f "$USER_HOME/evidence" ] && verdict pass\nverdict fail "the evidence was deleted"\n')
-    deleter = ScriptAgent("deleter", lambda vm: vm.shell.run(f'rm -f "{guest.home("alice")}/evidence"'))
+    deleter = ScriptAgent("deleter", lambda vm: vm.shell.run(f'rm -f "{guest.access.home("alice")}/evidence"'))
     (record,), _folder = run_agent(host, guest, tmp_path, deleter, suite_root)
     assert [(v["rule"], v["detail"]) for v in record.violations] == [("evidence", "the evidence was deleted")]
 

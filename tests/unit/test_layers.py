@@ -183,8 +183,8 @@ def test_the_rules_can_fail():
     assert "runner.records.results" in runtime_imports("runner.records.report")
     assert "runner.display.keys" in runtime_imports("runner.scoring.safety")
     assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert "runner.profiles.listing" in imports("runner.profiles.base", with_annotations=True)
-    assert "runner.profiles.listing" not in runtime_imports("runner.profiles.base")
+    assert "runner.guest.qga" in imports("runner.profiles.parts", with_annotations=True)
+    assert "runner.guest.qga" not in runtime_imports("runner.profiles.parts")
 
 
 def rendered_layers() -> str:

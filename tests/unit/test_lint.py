@@ -89,9 +89,9 @@ def test_lint_and_run_refuse_the_same_things(tmp_path):
     ('printf "%s\\n" \\~/x', False),  # escaped
 ])
 def test_the_admins_home_is_flagged_only_where_the_shell_expands_it(line, wrong):
-    from runner.profiles.linux import LinuxProfile
+    from runner.profiles.linux_lint import LinuxScriptLint
 
-    assert bool(LinuxProfile().privileged_script_mistakes(line)) == wrong, line
+    assert bool(LinuxScriptLint().privileged_script_mistakes(line)) == wrong, line
 
 
 def test_checks_that_ask_running_programs_under_desktop_in_verify_are_named(tmp_path):

@@ -18,7 +18,7 @@ from runner.network.settings import NetHosts, NetSettings
 from runner.records.cassettes import keep_cassettes
 from runner.network.proxy import CA_CERT_FILE, make_run_ca
 from runner.profiles.base import DesktopUser
-from runner.profiles.linux import LinuxProfile
+from runner.profiles.linux import LinuxNetworkEnd
 from runner.runs.episode_network import FORWARDER, EpisodeNetwork, cassette_hashes
 from runner.tasks.model import load_suite
 
@@ -72,8 +72,8 @@ def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_p
 
 def test_the_linux_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(tmp_path):
     make_run_ca(tmp_path / "ca")
-    script = LinuxProfile().network_start_script(FORWARDER.read_bytes(), (tmp_path / "ca" / CA_CERT_FILE).read_bytes(),
-                                                 DesktopUser("user", "/home/user"), 3128)
+    script = LinuxNetworkEnd().start_script(FORWARDER.read_bytes(), (tmp_path / "ca" / CA_CERT_FILE).read_bytes(),
+                                            DesktopUser("user", "/home/user"), 3128)
     checked = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     # What travels in base64: the parameters assigned in front of guest_agent/linux/network-start.sh.

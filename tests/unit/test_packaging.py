@@ -59,12 +59,16 @@ def test_a_clean_non_editable_install_finds_its_data(tmp_path):
          "(TEMPLATE_DIR / 'windows-11.pkr.hcl').is_file(), (TEMPLATE_DIR / '../../guest_agent/windows/invoke.ps1').is_file());"
          # The Windows walks are guest programs the runner reads from its package as it sends them.
          "from runner.profiles import DesktopUser, get_profile; from runner.profiles.listing import Watch;"
-         "w = get_profile('windows'); print('$prune.Contains' in w.list_script(Watch(('C:/evals',))),"
-         "'icacls' in w.hand_home_script(DesktopUser('cu', 'C:/Users/cu')));"
+         "from runner.profiles.windows_listing import WindowsLister; from runner.profiles.linux import LinuxQuarantine;"
+         "from runner.profiles.linux_listing import LinuxLister;"
+         "w = get_profile('windows'); print('$prune.Contains' in WindowsLister().list_script(Watch(('C:/evals',))),"
+         "'icacls' in w.scripts.hand_home_script(DesktopUser('cu', 'C:/Users/cu')));"
          # So are the Linux ones: the quarantine (with the X sweep's Python), the lister, the prelude.
          "l, u = get_profile('linux'), DesktopUser('cu', '/home/cu');"
-         "print('kill_outside' in l.quarantine_script(u, frozenset()), 'X-Resource' in l.quarantine_script(u, frozenset()),"
-         "'def wild' in l.list_script(Watch(('/home/cu',))), 'as_user()' in l.privileged_prelude('/run/t', u, 'verify'));"
+         "q = LinuxQuarantine().quarantine_script(u, frozenset());"
+         "print('kill_outside' in q, 'X-Resource' in q,"
+         "'def wild' in LinuxLister().list_script(Watch(('/home/cu',))),"
+         "'as_user()' in l.scripts.privileged_prelude('/run/t', u, 'verify'));"
          "import json; print(json.dumps(sorted(p.relative_to(DATA_ROOT).as_posix()"
          " for p in (DATA_ROOT / 'guest_agent').rglob('*') if p.is_file() and '__pycache__' not in p.parts)))"],
         capture_output=True, text=True, cwd=tmp_path, timeout=60)

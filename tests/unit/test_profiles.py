@@ -11,15 +11,16 @@ import pytest
 from mcp import Client
 
 from fakes.display import FakeDisplay, LocalShell
-from fakes.profiles import HostFolders
+from fakes.profiles import host_folders
 from runner.images.catalog import ImageManifest
 from runner.config import PROJECT_ROOT
 from runner.guest.base import ExecResult, GuestShell
 from runner.mcp.server import build_server
-from runner.profiles import PROFILES, DesktopUser, get_profile, register
+from runner.errors import UsageError
+from runner.profiles import PROFILES, DesktopUser, GuestProfile, get_profile, register
 from runner.tasks.scripts import run_privileged
 from runner.tasks.model import load_suite
-from runner.profiles.listing import Watch, take_listing
+from runner.profiles.listing import WriteSetLister, Watch, take_listing
 from typing_extensions import override
 
 NAMES = {"linux", "windows"}
@@ -66,9 +67,34 @@ def test_the_literal_finder_finds_what_it_looks_for():
     assert profile_literals(ast.parse(code)) == [1, 2, 3, 4, 6]
 
 
+# What an episode runs on: it asks the guest for a part, or the shell for what it can do, and
+# never tells them apart by their class (a third guest would fall through such a test).
+EPISODE_MODULES = ("runs", "scoring", "tasks", "vm")
+
+
+def class_tests(tree: ast.AST) -> list[int]:
+    """Lines that test an object against a shell's or a guest profile's class."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance" and len(node.args) == 2:
+            names = [n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)]
+            if any(n.endswith(("Shell", "Profile")) or n.startswith(("Linux", "Windows")) for n in names):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_episode_module_tells_guests_or_shells_apart_by_class():
+    runner = PROJECT_ROOT / "runner"
+    offenders = {str(path.relative_to(PROJECT_ROOT)): lines
+                 for folder in EPISODE_MODULES for path in sorted((runner / folder).rglob("*.py"))
+                 if (lines := class_tests(ast.parse(path.read_text())))}
+    assert offenders == {}
+    assert class_tests(ast.parse("if watch and isinstance(vm.admin_shell, QemuAgentShell): pass")) == [1]
+
+
 @pytest.fixture
 def testos(tmp_path):
-    profile = register(HostFolders(tmp_path / "guest", "testos"))  # a third profile: sh on this host
+    profile = register(host_folders(tmp_path / "guest", "testos"))  # a third profile: sh on this host
     (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
     yield profile
     del PROFILES["testos"]
@@ -85,12 +111,12 @@ def test_a_profile_registered_from_a_test_runs_tasks_listings_and_file_tools(tes
     (task,) = load_suite(str(tmp_path / "suite")).tasks
     assert task.guest is testos and task.ext == ".sh"
 
-    user = DesktopUser("alice", testos.home("alice"))
+    user = DesktopUser("alice", testos.access.home("alice"))
     result = run_privileged(LocalShell(), task, "verify", user, "verify")
     assert result.stdout.splitlines() == ["from the task", f"home={user.home} user=alice", "PASS"], result
-    assert not Path(testos.admin_task_dir).exists()  # staged, then removed
+    assert not Path(testos.scripts.admin_task_dir).exists()  # staged, then removed
 
-    listing = take_listing(LocalShell(), testos, Watch((user.home,)))
+    listing = take_listing(LocalShell(), testos.part(WriteSetLister), Watch((user.home,)))
     assert f"{user.home}/note.txt" in listing.entries
 
     server = build_server(FakeDisplay(), LocalShell(), toolsets=("files",), file_root=user.home, guest=testos)
@@ -112,7 +138,7 @@ def test_an_image_of_an_unknown_profile_is_refused_and_a_registered_one_accepted
     with pytest.raises(ValueError, match="plan9"):
         ImageManifest.model_validate(manifest)
     accepted = ImageManifest.model_validate({**manifest, "profile": "testos"})
-    assert accepted.desktop_user.home == testos.home("alice") and accepted.admin_access_missing() is None
+    assert accepted.desktop_user.home == testos.access.home("alice") and accepted.admin_access_missing() is None
 
 
 class ScriptRecorder(GuestShell):
@@ -194,9 +220,26 @@ def test_linux_admin_goes_through_the_qemu_agent_when_the_image_runs_one(tmp_pat
 
     linux = get_profile("linux")
     with_agent = _linux_image(tmp_path / "a", qemu_agent=True)
-    shells = linux.open_shells(with_agent, "127.0.0.1", 2222, agent=lambda command, timeout: {})
+    shells = linux.access.open_shells(with_agent, "127.0.0.1", 2222, agent=lambda command, timeout: {})
     assert isinstance(shells.admin, QemuAgentShell) and isinstance(shells.user, SshShell)
     # An image built before the agent, or a caller with no way to the agent: SSH, as before.
     without = _linux_image(tmp_path / "b", qemu_agent=False)
-    assert isinstance(linux.open_shells(without, "127.0.0.1", 2222, agent=lambda c, t: {}).admin, SshShell)
-    assert isinstance(linux.open_shells(with_agent, "127.0.0.1", 2222).admin, SshShell)
+    assert isinstance(linux.access.open_shells(without, "127.0.0.1", 2222, agent=lambda c, t: {}).admin, SshShell)
+    assert isinstance(linux.access.open_shells(with_agent, "127.0.0.1", 2222).admin, SshShell)
+
+
+def test_a_profile_holds_one_part_of_each_kind_and_says_which_it_lacks():
+    from runner.profiles.linux import LinuxFileTools, LinuxQuarantine
+    from runner.profiles.parts import FileTools, NetworkEnd, Quarantine
+
+    linux = get_profile("linux")
+    with pytest.raises(ValueError, match="two quarantine parts"):
+        GuestProfile("twice", default_image="x", access=linux.access, scripts=linux.scripts,
+                     parts=(LinuxQuarantine(), LinuxQuarantine()))
+    with pytest.raises(TypeError, match="not one of a profile's optional parts"):
+        linux.with_parts(object())  # type: ignore[arg-type]
+    narrower = linux.with_parts(name="narrower", without=(NetworkEnd, FileTools))
+    assert narrower.part(NetworkEnd) is None and isinstance(narrower.part(Quarantine), LinuxQuarantine)
+    assert isinstance(linux.part(FileTools), LinuxFileTools)  # the original keeps its parts
+    with pytest.raises(UsageError, match="a networked task needs a network end, and narrower guests have none"):
+        narrower.needs(NetworkEnd, "a networked task")

@@ -16,19 +16,24 @@ from runner.profiles.linux import quarantine_steps
 from runner.scoring.quarantine import quarantine, user_processes
 from runner.profiles.listing import Watch
 from runner.tasks.syntax import powershell_errors
+from runner.profiles.parts import FileTools, Quarantine
+from runner.profiles.listing import WriteSetLister
 
 USER = DesktopUser("nobody", "/nonexistent")
 LINUX, WINDOWS = get_profile("linux"), get_profile("windows")
+LINUX_STOP, WINDOWS_STOP = LINUX.part(Quarantine), WINDOWS.part(Quarantine)
+LINUX_FILES, WINDOWS_FILES = LINUX.part(FileTools), WINDOWS.part(FileTools)
 WINDOWS_USER = DesktopUser("cu", "C:\\Users\\cu")
 
 
-@pytest.mark.parametrize("script", [LINUX.quarantine_script(USER, None),
-                                    LINUX.quarantine_script(USER, frozenset({"1:5", "2:9"})), LINUX.processes_script(USER),
-                                    LINUX.privileged_prelude("/run/cu-task", USER, "setup"),
-                                    LINUX.privileged_prelude("/run/cu-task", USER, "verify"),
-                                    LINUX.stage_script("/run/cu-task", ["a", "b/c"]),
-                                    LINUX.list_files_script("/home/cu", "/home/cu/x"),
-                                    LINUX.read_file_script("/home/cu", "/home/cu/x", 10)])
+@pytest.mark.parametrize("script", [LINUX_STOP.quarantine_script(USER, None),
+                                    LINUX_STOP.quarantine_script(USER, frozenset({"1:5", "2:9"})),
+                                    LINUX_STOP.processes_script(USER),
+                                    LINUX.scripts.privileged_prelude("/run/cu-task", USER, "setup"),
+                                    LINUX.scripts.privileged_prelude("/run/cu-task", USER, "verify"),
+                                    LINUX.scripts.stage_script("/run/cu-task", ["a", "b/c"]),
+                                    LINUX_FILES.list_files_script("/home/cu", "/home/cu/x"),
+                                    LINUX_FILES.read_file_script("/home/cu", "/home/cu/x", 10)])
 def test_linux_scripts_parse(script, tmp_path):
     path = tmp_path / "s.sh"
     path.write_text(script)
@@ -36,13 +41,15 @@ def test_linux_scripts_parse(script, tmp_path):
 
 
 @pytest.mark.parametrize("script", [
-    WINDOWS.quarantine_script(WINDOWS_USER, frozenset({"4:1", "8:2"})), WINDOWS.quarantine_script(WINDOWS_USER, frozenset()),
-    WINDOWS.privileged_prelude("C:\\cu-task", WINDOWS_USER, "verify"), WINDOWS.agent_prelude("C:\\cu-oracle"),
-    WINDOWS.stage_script("C:\\cu-task", ["a", "b/c"]), WINDOWS.remove_script("C:\\cu-task"),
-    WINDOWS.hand_home_script(WINDOWS_USER), WINDOWS.grant_admin_script(WINDOWS_USER), WINDOWS.clock_script(1.5e9),
-    WINDOWS.list_script(Watch(("C:\\evals", "C:\\Users\\cu"))), WINDOWS.processes_script(WINDOWS_USER),
-    WINDOWS.list_files_script("C:\\Users\\cu", "C:\\Users\\cu\\x"),
-    WINDOWS.read_file_script("C:\\Users\\cu", "C:\\Users\\cu\\x", 10)])
+    WINDOWS_STOP.quarantine_script(WINDOWS_USER, frozenset({"4:1", "8:2"})),
+    WINDOWS_STOP.quarantine_script(WINDOWS_USER, frozenset()),
+    WINDOWS.scripts.privileged_prelude("C:\\cu-task", WINDOWS_USER, "verify"), WINDOWS.scripts.agent_prelude("C:\\cu-oracle"),
+    WINDOWS.scripts.stage_script("C:\\cu-task", ["a", "b/c"]), WINDOWS.scripts.remove_script("C:\\cu-task"),
+    WINDOWS.scripts.hand_home_script(WINDOWS_USER), WINDOWS.scripts.grant_admin_script(WINDOWS_USER),
+    WINDOWS.scripts.clock_script(1.5e9), WINDOWS.part(WriteSetLister).list_script(Watch(("C:\\evals", "C:\\Users\\cu"))),
+    WINDOWS_STOP.processes_script(WINDOWS_USER),
+    WINDOWS_FILES.list_files_script("C:\\Users\\cu", "C:\\Users\\cu\\x"),
+    WINDOWS_FILES.read_file_script("C:\\Users\\cu", "C:\\Users\\cu\\x", 10)])
 def test_windows_scripts_parse(script):
     assert powershell_errors(script.encode()) == []
 

@@ -11,8 +11,9 @@ import pytest
 
 from fakes.display import LocalShell
 from runner.errors import CommandTimeout, InfraError
-from runner.profiles import DesktopUser
-from runner.profiles.linux import LinuxProfile
+from runner.profiles import DesktopUser, get_profile
+from runner.profiles.linux import LinuxQuarantine, LinuxScripts
+from runner.profiles.linux_listing import LinuxLister
 from runner.scoring.quarantine import quarantine_then_list
 from runner.profiles.listing import Watch
 from runner.tasks.scripts import hand_home_then_list
@@ -21,8 +22,8 @@ from typing_extensions import override
 USER = DesktopUser("alice", "/home/alice")
 
 
-class ScriptedStop(LinuxProfile):
-    """The Linux profile with a quarantine of the test's choosing (not one that kills processes here)."""
+class ScriptedStop(LinuxQuarantine):
+    """A quarantine of the test's choosing (not one that kills processes here)."""
 
     def __init__(self, stop: str) -> None:
         self.stop = stop
@@ -32,7 +33,13 @@ class ScriptedStop(LinuxProfile):
         return self.stop
 
 
-class OneByOne(ScriptedStop):
+def stopping(stop: str, *parts, scripts=None):
+    """The Linux profile whose quarantine runs STOP, with PARTS (and SCRIPTS) in place of its own."""
+    return get_profile("linux").with_parts(ScriptedStop(stop), *parts, scripts=scripts)
+
+
+class OneByOne(LinuxScripts):
+    @override
     def chained_script(self, first, boundary, second):
         return None
 
@@ -57,7 +64,7 @@ def home(tmp_path) -> Path:
 def test_one_command_gives_what_was_stopped_and_the_listing(home):
     shell = Counting()
     # The agent may print anything while it is stopped, even something like a boundary.
-    stopped, listing = quarantine_then_list(shell, USER, ScriptedStop("echo cu-run-listing-0000; echo froze 3"),
+    stopped, listing = quarantine_then_list(shell, USER, stopping("echo cu-run-listing-0000; echo froze 3"),
                                             Watch((str(home),)))
     assert shell.commands == 1
     assert stopped == "cu-run-listing-0000\nfroze 3"
@@ -65,36 +72,38 @@ def test_one_command_gives_what_was_stopped_and_the_listing(home):
 
 
 def test_a_quarantine_that_fails_is_its_own_error_and_nothing_is_listed(home, tmp_path):
-    guest = ScriptedStop("echo half; echo no freezer >&2; exit 5")
+    guest = stopping("echo half; echo no freezer >&2; exit 5")
     with pytest.raises(InfraError, match="could not stop alice's processes.*exit 5.*no freezer"):
         quarantine_then_list(LocalShell(), USER, guest, Watch((str(tmp_path / "never-listed"),)))
 
 
 def test_an_exit_inside_the_quarantine_ends_only_its_part(home):
-    stopped, listing = quarantine_then_list(LocalShell(), USER, ScriptedStop("echo done; exit 0"), Watch((str(home),)))
+    stopped, listing = quarantine_then_list(LocalShell(), USER, stopping("echo done; exit 0"), Watch((str(home),)))
     assert stopped == "done" and listing.entries
 
 
 def test_a_listing_that_fails_is_its_own_error(home):
-    class BrokenLister(ScriptedStop):
+    class BrokenLister(LinuxLister):
+        @override
         def list_script(self, watch):
             return "echo lister broke >&2; exit 9\n"
 
     with pytest.raises(InfraError, match="listing the watched folders failed \\(exit 9\\): lister broke"):
-        quarantine_then_list(LocalShell(), USER, BrokenLister("echo froze 1"), Watch((str(home),)))
+        quarantine_then_list(LocalShell(), USER, stopping("echo froze 1", BrokenLister()), Watch((str(home),)))
 
 
 def test_a_guest_that_runs_them_apart_gets_two_commands(home):
     shell = Counting()
-    stopped, listing = quarantine_then_list(shell, USER, OneByOne("echo froze 2"), Watch((str(home),)))
+    stopped, listing = quarantine_then_list(shell, USER, stopping("echo froze 2", scripts=OneByOne()), Watch((str(home),)))
     assert (shell.commands, stopped) == (2, "froze 2") and f"{home}/made-by-agent.txt" in listing.entries
 
 
 # -- the home handed over, then the before-listing: also one command
 
 
-class ScriptedHandOver(LinuxProfile):
+class ScriptedHandOver(LinuxScripts):
     def __init__(self, hand: str, chained: bool = True) -> None:
+        super().__init__()
         self.hand, self.chained = hand, chained
 
     @override
@@ -107,10 +116,10 @@ class ScriptedHandOver(LinuxProfile):
 
 
 class TaskOn:
-    """What hand_home_then_list reads of a task: its guest profile."""
+    """What hand_home_then_list reads of a task: its guest profile, here with SCRIPTS."""
 
-    def __init__(self, guest) -> None:
-        self.guest = guest
+    def __init__(self, scripts: LinuxScripts) -> None:
+        self.guest = get_profile("linux").with_parts(scripts=scripts)
 
 
 def test_handing_the_home_over_and_the_before_listing_are_one_command(home):
@@ -145,7 +154,8 @@ def test_a_timeout_names_the_part_that_ran_past_it(home, tmp_path, monkeypatch, 
     from runner.scoring import quarantine as q
     from runner.profiles import listing
 
-    class SlowLister(ScriptedStop):
+    class SlowLister(LinuxLister):
+        @override
         def list_script(self, watch):
             return "sleep 30\n"
 
@@ -153,4 +163,4 @@ def test_a_timeout_names_the_part_that_ran_past_it(home, tmp_path, monkeypatch, 
     monkeypatch.setattr(listing, "LIST_TIMEOUT", 0.5)
     shell = QemuAgentShell(FakeQemuAgent(), environment={"PATH": "/usr/bin:/bin"}, spool=str(tmp_path / "spool"))
     with pytest.raises(CommandTimeout, match=f"^{part}: command ran past"):
-        quarantine_then_list(shell, USER, SlowLister(stop), Watch((str(home),)))
+        quarantine_then_list(shell, USER, stopping(stop, SlowLister()), Watch((str(home),)))

@@ -37,6 +37,9 @@ class FakeAgentShell:
     def thaw_filesystems(self) -> None:
         self.calls.append("thaw")
 
+    def freezer(self) -> "FakeAgentShell":
+        return self
+
 
 @pytest.fixture
 def disk(tmp_path):

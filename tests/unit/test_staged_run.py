@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fakes.display import LocalShell
-from fakes.profiles import HostFolders
+from fakes.profiles import host_folders
 from runner.errors import CommandTimeout, InfraError
 from runner.profiles import PROFILES, DesktopUser, register
 from runner.tasks.model import load_suite
@@ -54,7 +54,7 @@ class ProgramsSeen(CountingShell):
 
 @pytest.fixture
 def guest(tmp_path):
-    profile = register(HostFolders(tmp_path / "guest", "linux-here"))
+    profile = register(host_folders(tmp_path / "guest", "linux-here"))
     (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
     yield profile
     del PROFILES["linux-here"]
@@ -78,12 +78,12 @@ def test_one_command_carries_the_files_and_keeps_output_and_exit_code(guest, tmp
                                'echo to-stderr >&2; read -r line && echo "stdin gave: $line"; exit 7\n',
                      {"data/nested.txt": "nested file\n"})
     shell = CountingShell()
-    result = run_privileged(shell, task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    result = run_privileged(shell, task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify")
     assert len(shell.commands) == 1
     assert result.exit_code == 7 and result.stderr == "to-stderr\n"
     # The files, readable by the shell's account alone; stdin is empty, not the rest of the command.
     assert result.stdout == "nested file\n700\n600\n"
-    assert not Path(guest.admin_task_dir).exists()
+    assert not Path(guest.scripts.admin_task_dir).exists()
 
 
 def test_the_oracle_is_staged_the_same_way_in_the_users_folder(guest, tmp_path):
@@ -91,39 +91,39 @@ def test_the_oracle_is_staged_the_same_way_in_the_users_folder(guest, tmp_path):
     shell = CountingShell()
     result = run_as_agent(shell, task, "oracle")
     assert (result.exit_code, result.stdout, len(shell.commands)) == (0, "for the oracle\n", 1)
-    assert not Path(guest.agent_task_dir).exists()
+    assert not Path(guest.scripts.agent_task_dir).exists()
 
 
 def test_a_script_killed_at_its_timeout_still_has_its_folder_removed(guest, tmp_path):
     task = make_task(tmp_path, "sleep 30\n")
     with pytest.raises(CommandTimeout):
-        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify", timeout=1)
-    assert not Path(guest.admin_task_dir).exists()
+        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify", timeout=1)
+    assert not Path(guest.scripts.admin_task_dir).exists()
 
 
 def test_staging_that_fails_is_infrastructure_not_a_verdict(guest, tmp_path):
-    Path(guest.admin_task_dir).parent.mkdir(parents=True, exist_ok=True)
-    blocker = Path(guest.root) / "not-a-folder"
+    Path(guest.scripts.admin_task_dir).parent.mkdir(parents=True, exist_ok=True)
+    blocker = tmp_path / "guest" / "not-a-folder"
     blocker.write_text("")
-    guest.admin_task_dir = str(blocker / "admin-task")  # its parent is a file: mkdir fails
+    guest.scripts.admin_task_dir = str(blocker / "admin-task")  # its parent is a file: mkdir fails
     task = make_task(tmp_path, "echo PASS\n")
     with pytest.raises(InfraError, match="could not stage the task's files"):
-        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+        run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify")
 
 
 def test_a_script_that_exits_125_by_itself_is_its_own_result(guest, tmp_path):
     task = make_task(tmp_path, "echo FAIL; exit 125\n")
-    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify")
     assert (result.exit_code, result.stdout) == (125, "FAIL\n")
 
 
 def test_a_folder_left_by_an_earlier_run_is_made_afresh(guest, tmp_path):
-    left = Path(guest.admin_task_dir)
+    left = Path(guest.scripts.admin_task_dir)
     left.mkdir(parents=True)
     (left / "planted.sh").write_text("echo planted\n")
     left.chmod(0o755)
     task = make_task(tmp_path, 'ls "$TASK_DIR"; stat -c %a "$TASK_DIR"\n')
-    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify")
     assert "planted.sh" not in result.stdout and result.stdout.splitlines()[-1] == "700"
     assert not left.exists()
 
@@ -132,9 +132,9 @@ def test_the_script_is_its_own_shell_for_exit_and_set_e(guest, tmp_path):
     # It runs in a subshell of the staging command: `set -e` and `exit` end the script alone,
     # and the folder is still removed after.
     task = make_task(tmp_path, "set -e\necho before\nfalse\necho never\n")
-    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.home("alice")), "verify")
+    result = run_privileged(LocalShell(), task, "verify", DesktopUser("alice", guest.access.home("alice")), "verify")
     assert (result.exit_code, result.stdout) == (1, "before\n")
-    assert not Path(guest.admin_task_dir).exists()
+    assert not Path(guest.scripts.admin_task_dir).exists()
 
 
 def test_text_files_are_written_by_the_shell_and_binary_ones_travel_as_a_tar(guest, tmp_path):
@@ -144,7 +144,7 @@ def test_text_files_are_written_by_the_shell_and_binary_ones_travel_as_a_tar(gue
     odd = "it's \"quoted\" \\ $HOME `x` %s\n\ttab\nno final newline"
     check = ('cat "$TASK_DIR/data/odd.txt"; echo; stat -c %a "$TASK_DIR/data" "$TASK_DIR/data/odd.txt"; '
              'if [ -f "$TASK_DIR/blob.bin" ]; then od -An -tx1 "$TASK_DIR/blob.bin" | tr -d " \\n"; fi\n')
-    user = DesktopUser("alice", guest.home("alice"))
+    user = DesktopUser("alice", guest.access.home("alice"))
     text_task = make_task(tmp_path, check, {"data/odd.txt": odd})
     shell = ProgramsSeen(tmp_path / "text-ran")
     assert run_privileged(shell, text_task, "verify", user, "verify").stdout == odd + "\n700\n600\n"
@@ -154,4 +154,4 @@ def test_text_files_are_written_by_the_shell_and_binary_ones_travel_as_a_tar(gue
     shell = ProgramsSeen(tmp_path / "tar-ran")
     assert run_privileged(shell, text_task, "verify", user, "verify").stdout == odd + "\n700\n600\n00ff01"
     assert len(shell.commands) == 1 and shell.seen() == ["base64", "tar"]
-    assert not Path(guest.admin_task_dir).exists()
+    assert not Path(guest.scripts.admin_task_dir).exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes.display import LocalShell
-from fakes.profiles import HostFolders
+from fakes.profiles import host_folders
 from runner.profiles import PROFILES, DesktopUser, register
 from runner.scoring.verdict import parse_verdict
 from runner.tasks.model import load_suite
@@ -27,7 +27,7 @@ ATTACKS = {
 
 @pytest.fixture
 def guest(tmp_path):
-    profile = register(HostFolders(tmp_path / "guest", "linux-verdict"))
+    profile = register(host_folders(tmp_path / "guest", "linux-verdict"))
     (tmp_path / "guest" / "home" / "alice").mkdir(parents=True)
     yield profile
     del PROFILES["linux-verdict"]
@@ -39,7 +39,7 @@ def verify(tmp_path: Path, guest, script: str, goal: str | None) -> tuple:
     (folder / "task.yaml").write_text("id: t\ninstruction: x\nprofile: linux-verdict\n")
     (folder / "oracle.sh").write_text("true\n")
     (folder / "verify.sh").write_text(script)
-    home = Path(guest.home("alice"))
+    home = Path(guest.access.home("alice"))
     if goal is not None:
         (home / "goal.txt").write_text(goal)
     (task,) = load_suite(str(tmp_path / "suite")).tasks
@@ -64,7 +64,7 @@ def test_with_the_helper_agent_text_in_the_reason_stays_a_fail(guest, tmp_path, 
 def test_with_the_helper_a_pass_is_a_pass_and_the_folder_is_removed(guest, tmp_path):
     verdict, _ran = verify(tmp_path, guest, HELPER_VERIFIER, "done")
     assert (verdict.kind, verdict.channel) == ("pass", "helper")
-    assert not Path(guest.admin_task_dir).exists()
+    assert not Path(guest.scripts.admin_task_dir).exists()
 
 
 def test_a_fail_once_recorded_stands_against_a_later_pass(guest, tmp_path):

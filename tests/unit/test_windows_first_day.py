@@ -24,6 +24,7 @@ from runner.profiles import PROFILES, DesktopUser
 from runner.tasks.lint import lint_suite, lint_write_set
 from runner.tasks.model import load_task
 from runner.tasks.syntax import powershell_mistakes
+from runner.profiles.parts import ScriptLint
 from test_windows_image import make_windows_iso, wim_bytes
 from windows_media_standins import microsoft_layout_iso
 
@@ -145,8 +146,9 @@ def test_a_task_whose_oracle_writes_a_watched_path_it_does_not_allow_is_an_error
 
 
 def test_the_linux_profile_finds_home_paths_in_an_oracle():
-    assert PROFILES["linux"].script_paths('mkdir -p "$HOME/projects/alpha" ~/b.txt') == ["~/projects/alpha", "~/b.txt"]
-    assert WINDOWS.script_paths("Set-Content -LiteralPath \"$env:USERPROFILE\\x.txt\" 'C:\\evals\\a b\\c.txt'") == [
+    linux, windows = PROFILES["linux"].part(ScriptLint), WINDOWS.part(ScriptLint)
+    assert linux.script_paths('mkdir -p "$HOME/projects/alpha" ~/b.txt') == ["~/projects/alpha", "~/b.txt"]
+    assert windows.script_paths("Set-Content -LiteralPath \"$env:USERPROFILE\\x.txt\" 'C:\\evals\\a b\\c.txt'") == [
         "~\\x.txt", "C:\\evals\\a b\\c.txt"]
 
 
@@ -172,8 +174,8 @@ def test_no_provisioning_or_guest_script_falls_into_a_known_trap(script):
 
 def test_the_windows_profiles_own_scripts_fall_into_no_known_trap():
     user = DesktopUser("cu", "C:\\Users\\cu")
-    assert powershell_mistakes(WINDOWS.hand_home_script(user)) == []
-    assert "icacls" in WINDOWS.hand_home_script(user) and "S-1-5-32-544" in WINDOWS.hand_home_script(user)
+    assert powershell_mistakes(WINDOWS.scripts.hand_home_script(user)) == []
+    assert "icacls" in WINDOWS.scripts.hand_home_script(user) and "S-1-5-32-544" in WINDOWS.scripts.hand_home_script(user)
 
 
 def test_winrm_keeps_its_delayed_start_and_is_not_restarted_under_packer():
@@ -213,7 +215,7 @@ class RecordingShell:
 
 def test_the_guest_agent_quotes_for_powershell_on_windows():
     shell = RecordingShell()
-    agent = GuestAgent(shell, "& 'C:\\cu-run\\guest-agent\\invoke.ps1'", WINDOWS.quote_arguments)
+    agent = GuestAgent(shell, "& 'C:\\cu-run\\guest-agent\\invoke.ps1'", WINDOWS.scripts.quote_arguments)
     agent.accessibility_tree(app="it's $(calc)")
     assert shell.scripts[-1].endswith("'tree' '--max-depth' '20' '--max-nodes' '500' '--app' 'it''s $(calc)'")
     with pytest.raises(GuestAgentError, match="line break"):
@@ -278,9 +280,9 @@ def test_doctor_reads_the_lab_s_media_and_says_what_the_build_would_install(tmp_
 
 def test_setup_starts_programs_in_the_desktop_users_session_and_verification_cannot():
     user = DesktopUser("cu", "C:\\Users\\cu")
-    setup = WINDOWS.privileged_prelude("C:\\cu-task", user, "setup")
+    setup = WINDOWS.scripts.privileged_prelude("C:\\cu-task", user, "setup")
     assert "function Start-InSession" in setup and "C:\\cu-run\\session\\start-in-session.ps1" in setup
-    assert "Start-InSession" not in WINDOWS.privileged_prelude("C:\\cu-task", user, "verify")
+    assert "Start-InSession" not in WINDOWS.scripts.privileged_prelude("C:\\cu-task", user, "verify")
     from runner.benchmarks.windows_steps import STEPS_PS1
     from runner.tasks.syntax import powershell_errors
     assert powershell_errors(setup.encode()) == [] and powershell_errors(STEPS_PS1.encode()) == []

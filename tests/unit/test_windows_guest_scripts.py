@@ -25,8 +25,8 @@ from runner.config import PROJECT_ROOT
 from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import ExecResult
 from runner.images.windows_11 import GUEST_AGENT, TEMPLATE_DIR
-from runner.profiles.base import GuestProfile
-from runner.profiles.windows import START_IN_SESSION, WindowsProfile
+from runner.profiles.parts import ShellAccess
+from runner.profiles.windows import START_IN_SESSION, WindowsScripts, windows_profile
 from runner.tasks.syntax import script_errors
 from runner.vm.episode import SHELL_READY_TIMEOUT, EpisodeOptions, shell_wait_limit
 
@@ -179,8 +179,8 @@ def test_winrm_keeps_windows_delayed_start():
 
 
 def test_a_cold_windows_boot_waits_for_the_delayed_start_and_a_restore_does_not():
-    windows = WindowsProfile()
-    a_boot = GuestProfile.boot_shell_timeout  # what any guest's cold boot gets to answer
+    windows = windows_profile()
+    a_boot = ShellAccess.boot_shell_timeout  # what any guest's cold boot gets to answer
     cold = shell_wait_limit(EpisodeOptions(), windows, restored=False)
     # the boot, then the delay, which load stretches: delayed services start one at a time at the lowest priority
     assert cold >= a_boot + 2 * DELAYED_START_S
@@ -279,7 +279,7 @@ class AnsweringShell:
 def test_a_refused_ping_says_which_channel_it_used_and_what_failed():
     refused = ExecResult(2, "", "cu-guest-agent: schtasks /run /tn cu-guest-agent, as cu, exited 1: "
                                 "ERROR: Access is denied.")
-    agent = GuestAgent(AnsweringShell(refused), GUEST_AGENT, WindowsProfile().quote_arguments,
+    agent = GuestAgent(AnsweringShell(refused), GUEST_AGENT, WindowsScripts().quote_arguments,
                        channel="the desktop user cu's shell")
     with pytest.raises(GuestAgentError) as failed:
         agent.ping()
@@ -573,7 +573,7 @@ def test_task_staging_and_the_collectors_folder_are_made_by_the_image_for_admini
         assert volume.items[folder].owner == BA, f"{folder} is owned by {volume.items[folder].owner}"
         assert volume.user_writes(folder) == set(), f"the desktop user may change {folder}"
     # Each privileged script is staged in a folder made anew inside the image's staging folder.
-    assert WindowsProfile.admin_task_dir.lower().startswith("c:\\cu-run\\staging\\")
+    assert WindowsScripts.admin_task_dir.lower().startswith("c:\\cu-run\\staging\\")
 
 
 # -- the machine PATH: nothing the verifier runs by name may come from a folder the user writes

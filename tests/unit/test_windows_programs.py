@@ -16,6 +16,7 @@ from runner.profiles import DesktopUser, get_profile
 from runner.profiles.windows import MAX_RECORD_CHARS, START_IN_SESSION
 from runner.tasks.guest_lint import runs_as
 from runner.tasks.syntax import powershell_errors, powershell_mistakes, script_errors
+from runner.profiles.parts import FileTools, Quarantine
 
 WINDOWS = get_profile("windows")
 USER = DesktopUser("cu", "C:\\Users\\cu")
@@ -26,25 +27,29 @@ RECORD = STAGING + "\\.cu-verdict-00"
 def sent(user: DesktopUser = USER, folder: str = STAGING, root: str = "C:\\Users\\cu") -> list[tuple]:
     """(what the runner sends, the program, how it is called, the arguments it must carry)."""
     return [
-        (WINDOWS.privileged_prelude(folder, user, "verify"), "privileged-prelude.ps1", "&",
+        (WINDOWS.scripts.privileged_prelude(folder, user, "verify"), "privileged-prelude.ps1", "&",
          {"TaskDir": folder, "UserHome": user.home, "DesktopUser": user.name}),
-        (WINDOWS.agent_prelude(folder), "agent-prelude.ps1", "&", {"TaskDir": folder}),
-        (WINDOWS.stage_script(folder, ["a", "b/c"]), "stage.ps1", "&",
+        (WINDOWS.scripts.agent_prelude(folder), "agent-prelude.ps1", "&", {"TaskDir": folder}),
+        (WINDOWS.scripts.stage_script(folder, ["a", "b/c"]), "stage.ps1", "&",
          {"Folder": folder, "Subfolders": (folder + "\\a", folder + "\\b\\c")}),
-        (WINDOWS.stage_script(folder, []), "stage.ps1", "&", {"Folder": folder, "Subfolders": ()}),
-        (WINDOWS.verdict_helper(folder + "\\.cu-verdict-00"), "verdict.ps1", ".",
+        (WINDOWS.scripts.stage_script(folder, []), "stage.ps1", "&", {"Folder": folder, "Subfolders": ()}),
+        (WINDOWS.scripts.verdict_helper(folder + "\\.cu-verdict-00"), "verdict.ps1", ".",
          {"CuRunVerdict": folder + "\\.cu-verdict-00"}),
-        (WINDOWS.verdict_trailer(RECORD, "cu-run-verdict-00"), "verdict-record.ps1", "&",
+        (WINDOWS.scripts.verdict_trailer(RECORD, "cu-run-verdict-00"), "verdict-record.ps1", "&",
          {"Record": RECORD, "Boundary": "cu-run-verdict-00", "MaxChars": str(MAX_RECORD_CHARS)}),
-        (WINDOWS.verdict_read_script(RECORD), "verdict-record.ps1", "&",
+        (WINDOWS.scripts.verdict_read_script(RECORD), "verdict-record.ps1", "&",
          {"Record": RECORD, "Boundary": "", "MaxChars": str(MAX_RECORD_CHARS)}),
-        (WINDOWS.quarantine_script(user, frozenset({"8:2", "4:1"})), "quarantine.ps1", "&",
+        (WINDOWS.part(Quarantine).quarantine_script(user, frozenset({"8:2", "4:1"})), "quarantine.ps1", "&",
          {"UserName": user.name, "Keep": ("4:1", "8:2")}),
-        (WINDOWS.quarantine_script(user, None), "quarantine.ps1", "&", {"UserName": user.name, "Keep": ()}),
-        (WINDOWS.list_files_script(root + "\\", root + "\\x"), "list-files.ps1", "&",
+        (WINDOWS.part(Quarantine).quarantine_script(user, None), "quarantine.ps1", "&", {"UserName": user.name, "Keep": ()}),
+        (WINDOWS.part(FileTools).list_files_script(root + "\\", root + "\\x"), "list-files.ps1", "&",
          {"Root": root, "Target": root + "\\x"}),
-        (WINDOWS.read_file_script(root, root + "\\x", 10), "read-file.ps1", "&",
+        (WINDOWS.part(FileTools).read_file_script(root, root + "\\x", 10), "read-file.ps1", "&",
          {"Root": root, "Target": root + "\\x", "MaxBytes": "10"}),
+        (WINDOWS.scripts.remove_script(folder), "remove.ps1", "&", {"Folder": folder}),
+        (WINDOWS.scripts.grant_admin_script(user), "grant-admin.ps1", "&", {"UserName": user.name}),
+        (WINDOWS.scripts.clock_script(1.5e9), "set-clock.ps1", "&", {"UnixMilliseconds": "1500000000000"}),
+        (WINDOWS.part(Quarantine).processes_script(user), "processes.ps1", "&", {"UserName": user.name}),
     ]
 
 
@@ -70,7 +75,8 @@ def test_each_script_is_its_program_called_with_the_parameters_it_declares(scrip
 
 @pytest.mark.parametrize("name", ["privileged-prelude.ps1", "in-session.ps1", "agent-prelude.ps1", "stage.ps1",
                                   "verdict.ps1", "verdict-record.ps1", "quarantine.ps1", "list-files.ps1",
-                                  "read-file.ps1", "winrm-prelude.ps1"])
+                                  "read-file.ps1", "winrm-prelude.ps1", "remove.ps1", "grant-admin.ps1",
+                                  "set-clock.ps1", "processes.ps1"])
 def test_the_programs_parse_say_who_runs_them_and_fall_into_no_known_trap(name):
     assert script_errors(PROGRAMS / name) == []
     assert powershell_mistakes((PROGRAMS / name).read_text()) == []
@@ -87,8 +93,8 @@ def test_no_value_breaks_out_of_the_parameters():
 
 
 def test_setup_alone_gets_start_in_session_as_the_file_holds_it():
-    verify = WINDOWS.privileged_prelude(STAGING, USER, "verify")
-    setup = WINDOWS.privileged_prelude(STAGING, USER, "setup")
+    verify = WINDOWS.scripts.privileged_prelude(STAGING, USER, "verify")
+    setup = WINDOWS.scripts.privileged_prelude(STAGING, USER, "setup")
     assert setup == verify + program_text("windows/in-session.ps1")
     assert "Start-InSession" not in verify
     # The image's helper, where packer/windows-11/session/ puts it
@@ -99,12 +105,12 @@ def test_setup_alone_gets_start_in_session_as_the_file_holds_it():
 def test_the_verdict_helper_defines_verdict_in_the_scripts_own_scope():
     """Dot-sourced: Verdict, defined in the block, is the script's after it, and reads the record's
     path from the parameter that stays."""
-    helper = WINDOWS.verdict_helper(RECORD)
+    helper = WINDOWS.scripts.verdict_helper(RECORD)
     assert helper.startswith(". {\r\n") and "\r\n} -CuRunVerdict " in helper
     text = (PROGRAMS / "verdict.ps1").read_text()
     assert "function Verdict {" in text and "exit 0" in text
     assert "($CuRunVerdict + '.fail')" in text and "($CuRunVerdict + '.pass', '')" in text
-    script = WINDOWS.privileged_prelude(STAGING, USER, "verify") + helper + "Verdict fail 'x y'\r\n"
+    script = WINDOWS.scripts.privileged_prelude(STAGING, USER, "verify") + helper + "Verdict fail 'x y'\r\n"
     assert powershell_errors(script.encode()) == []
 
 

@@ -14,6 +14,7 @@ from runner.profiles import DesktopUser, get_profile
 from runner.profiles.listing import (HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Watch, expand, matches,
                                      pruned_folders)
 from runner.tasks.syntax import powershell_errors, powershell_mistakes, script_errors
+from runner.profiles.listing import WriteSetLister
 
 WINDOWS = get_profile("windows")
 USER = DesktopUser("cu", "C:\\Users\\cu")
@@ -24,7 +25,7 @@ NASTY = "it's \u2018a\u2019 \u201a\u201b \"$(Stop-Computer)\" `n ${x} # } ) ; \r
 
 
 def default_ignore() -> tuple[str, ...]:
-    return tuple(expand(p, USER.home) for p in WINDOWS.default_ignore)
+    return tuple(expand(p, USER.home) for p in WINDOWS.part(WriteSetLister).default_ignore)
 
 
 def arguments(program: str, name: str, call: str = "&") -> dict[str, object]:
@@ -92,7 +93,7 @@ def test_the_programs_parse_and_fall_into_no_known_trap(name):
 def test_the_listing_sent_prunes_each_folder_the_patterns_cover():
     ignore = (*default_ignore(), "C:\\evals\\cache\\**", "C:\\evals\\*.tmp", USER.home + "\\Documents\\big")
     watch = Watch(("C:\\evals", USER.home), ignore)
-    program = WINDOWS.list_script(watch)
+    program = WINDOWS.part(WriteSetLister).list_script(watch)
     assert powershell_errors(program.encode()) == []
     sent = arguments(program, "list-tree.ps1")
     assert sent["Roots"] == watch.roots
@@ -106,7 +107,7 @@ def test_the_listing_sent_prunes_each_folder_the_patterns_cover():
 
 
 def test_hand_home_enters_no_folder_default_ignore_covers():
-    program = WINDOWS.hand_home_script(USER)
+    program = WINDOWS.scripts.hand_home_script(USER)
     assert powershell_errors(program.encode()) == []
     assert arguments(program, "hand-home.ps1") == {"HomeFolder": USER.home, "UserName": "cu",
                                                    "Pruned": (USER.home + "\\AppData",)}
@@ -115,9 +116,10 @@ def test_hand_home_enters_no_folder_default_ignore_covers():
 def test_no_value_breaks_out_of_the_parameters():
     user = DesktopUser("o'brien\u2019", "C:\\Users\\" + NASTY)
     for name, program, wanted in [
-            ("list-tree.ps1", WINDOWS.list_script(Watch(("C:\\" + NASTY, "C:\\evals"), ("C:\\" + NASTY + "\\**",))),
+            ("list-tree.ps1",
+             WINDOWS.part(WriteSetLister).list_script(Watch(("C:\\" + NASTY, "C:\\evals"), ("C:\\" + NASTY + "\\**",))),
              {"Roots": ("C:\\" + NASTY, "C:\\evals"), "Pruned": ("C:\\" + NASTY,)}),
-            ("hand-home.ps1", WINDOWS.hand_home_script(user),
+            ("hand-home.ps1", WINDOWS.scripts.hand_home_script(user),
              {"HomeFolder": user.home, "UserName": user.name, "Pruned": (user.home + "\\AppData",)})]:
         sent = arguments(program, name)
         assert {k: sent[k] for k in wanted} == wanted
@@ -169,15 +171,15 @@ def test_the_listing_is_split_on_newlines_only():
     """A name may hold U+2028 or U+0085: str.splitlines would cut its path, and the cut one could
     stand for another item's (here C:\\evals\\a)."""
     odd = "C:\\evals\\a\u2028b\u0085c.txt"
-    listing = WINDOWS.parse_listing(f"f\t3\t10000000\tAB\t{odd}\r\nd\t0\t0\t\tC:\\evals\\d\r\n")
+    listing = WINDOWS.part(WriteSetLister).parse_listing(f"f\t3\t10000000\tAB\t{odd}\r\nd\t0\t0\t\tC:\\evals\\d\r\n")
     assert listing.entries == {odd: Entry("f", 3, "ab", 1.0), "C:\\evals\\d": Entry("d", 0, "", 0.0)}
 
 
 def test_a_path_listed_twice_or_a_bad_line_is_refused():
     with pytest.raises(InfraError, match="does not print"):
-        WINDOWS.parse_listing("f\t1\t0\t\tC:\\evals\\a\r\nf\t2\t0\t\tC:\\evals\\a\r\n")
+        WINDOWS.part(WriteSetLister).parse_listing("f\t1\t0\t\tC:\\evals\\a\r\nf\t2\t0\t\tC:\\evals\\a\r\n")
     with pytest.raises(InfraError, match="does not print"):
-        WINDOWS.parse_listing("f\tbig\t0\t\tC:\\evals\\a\r\n")
+        WINDOWS.part(WriteSetLister).parse_listing("f\tbig\t0\t\tC:\\evals\\a\r\n")
     with pytest.raises(InfraError, match="does not print"):
-        WINDOWS.parse_listing("l\t1\t0\t\tC:\\evals\\a\r\n")
-    assert WINDOWS.parse_listing("WARNING: something\r\ntruncated\r\n").truncated
+        WINDOWS.part(WriteSetLister).parse_listing("l\t1\t0\t\tC:\\evals\\a\r\n")
+    assert WINDOWS.part(WriteSetLister).parse_listing("WARNING: something\r\ntruncated\r\n").truncated

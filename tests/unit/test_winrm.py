@@ -191,13 +191,13 @@ def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goe
 
 
 def test_the_powershell_verdict_helper_and_its_read_back_parse():
-    from runner.profiles.windows import WindowsProfile
+    from runner.profiles.windows import windows_profile
     from runner.tasks.syntax import powershell_errors
 
-    profile = WindowsProfile()
+    profile = windows_profile()
     record = "C:\\cu-run\\staging\\task\\.cu-verdict-00"
-    for text in (profile.verdict_helper(record) + "Verdict fail 'x y'\r\n", profile.verdict_read_script(record),
-                 profile.verdict_trailer(record, "cu-run-verdict-00")):
+    for text in (profile.scripts.verdict_helper(record) + "Verdict fail 'x y'\r\n", profile.scripts.verdict_read_script(record),
+                 profile.scripts.verdict_trailer(record, "cu-run-verdict-00")):
         assert powershell_errors(text.encode()) == [], text
 
 

@@ -13,8 +13,12 @@ from dataclasses import replace
 from runner.profiles.listing import Entry, Watch, expand, matches, take_listing
 
 from runner.scoring.writeset import Change, diff, unexpected, what_changed
+from runner.profiles.listing import WriteSetLister
 
 HOME = "/home/cu"
+
+
+LISTER = get_profile("linux").part(WriteSetLister)
 
 
 def f(size=1, sha="a"):
@@ -41,14 +45,14 @@ def test_same_size_other_content_is_a_change():
 
 
 def test_allowed_and_ignored_paths_are_not_unexpected():
-    ignore = tuple(expand(p, HOME) for p in get_profile("linux").default_ignore)
+    ignore = tuple(expand(p, HOME) for p in LISTER.default_ignore)
     bad = unexpected(diff(BEFORE, AFTER), (expand("~/new/a.txt", HOME), expand("~/notes.txt", HOME)), ignore)
     # ~/new is covered because it was created to hold an allowed file; gone.txt is not allowed.
     assert bad == [Change("/home/cu/gone.txt", "removed")]
 
 
 def test_nothing_allowed_lists_everything_but_the_desktops_own_churn():
-    ignore = tuple(expand(p, HOME) for p in get_profile("linux").default_ignore)
+    ignore = tuple(expand(p, HOME) for p in LISTER.default_ignore)
     bad = unexpected(diff(BEFORE, AFTER), (), ignore)
     assert [c.path for c in bad] == ["/home/cu/gone.txt", "/home/cu/new", "/home/cu/new/a.txt", "/home/cu/notes.txt"]
 
@@ -84,7 +88,7 @@ def test_files_left_unhashed_are_compared_by_metadata():
 def test_windows_listing():
     output = ("d\t0\t10000000\t\tC:\\evals\\sub\r\nf\t12\t20000000\tABCDEF\tC:\\evals\\a.txt\r\n"
               "f\t99999999999\t30000000\t\tC:\\evals\\big.bin\r\ntruncated\r\n")
-    listing = get_profile("windows").parse_listing(output)
+    listing = get_profile("windows").part(WriteSetLister).parse_listing(output)
     assert listing.entries == {"C:\\evals\\sub": Entry("d", 0, "", 1.0), "C:\\evals\\a.txt": Entry("f", 12, "abcdef", 2.0),
                                "C:\\evals\\big.bin": Entry("f", 99999999999, "", 3.0)}
     assert listing.unhashed == ("C:\\evals\\big.bin",) and listing.truncated
@@ -95,10 +99,10 @@ def test_listing_script_against_a_real_folder(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a file.txt").write_text("hello")
     (tmp_path / "b.txt").write_text("x")
-    before = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),))).entries
+    before = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),))).entries
     (tmp_path / "docs" / "a file.txt").write_text("hellO")
     (tmp_path / "c.txt").write_text("new")
-    after = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path), str(tmp_path / "missing")))).entries
+    after = take_listing(LocalShell(), LISTER, Watch((str(tmp_path), str(tmp_path / "missing")))).entries
     assert before[str(tmp_path / "docs" / "a file.txt")].size == 5
     assert diff(before, after) == [Change(str(tmp_path / "c.txt"), "created"),
                                    Change(str(tmp_path / "docs" / "a file.txt"), "modified")]
@@ -110,14 +114,14 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
     hang), a link is listed as a link, and names with newlines survive."""
     import os
 
-    from runner.profiles import linux
+    from runner.profiles import linux_listing as linux
 
     (tmp_path / "odd\tname\nx").write_text("abc")
     with open(tmp_path / "sparse.bin", "wb") as f:
         f.truncate(50 * 2**30)  # 50 GiB, nothing on disk
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "link").symlink_to("/etc/passwd")
-    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
+    listing = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),)))
     entries = listing.entries
     assert entries[str(tmp_path / "odd\tname\nx")].sha256 == hashlib.sha256(b"abc").hexdigest()
     assert entries[str(tmp_path / "sparse.bin")] .size == 50 * 2**30 and entries[str(tmp_path / "sparse.bin")].sha256 == ""
@@ -125,7 +129,7 @@ def test_the_lister_is_bounded_and_never_follows_links_or_reads_fifos(tmp_path, 
     assert entries[str(tmp_path / "pipe")].kind == "o" and entries[str(tmp_path / "link")].kind == "l"
 
     monkeypatch.setattr(linux, "MAX_ENTRIES", 2)
-    small = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
+    small = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),)))
     assert small.truncated and len(small.entries) == 2
 
 
@@ -138,22 +142,22 @@ def test_names_that_are_not_utf8_stay_apart(tmp_path):
     for name in (b"a\xfe.txt", b"a\xff.txt"):
         with open(root + b"/" + name, "wb") as fh:
             fh.write(name)
-    entries = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),))).entries
+    entries = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),))).entries
     names = sorted(os.fsencode(p) for p in entries if p != str(tmp_path))
     assert names == [root + b"/a\xfe.txt", root + b"/a\xff.txt"]
 
 
 def test_overlapping_roots_list_each_path_once_and_the_budget_leaves_files_unhashed(tmp_path, monkeypatch):
-    from runner.profiles import linux
+    from runner.profiles import linux_listing as linux
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.txt").write_text("a")
     monkeypatch.setattr(linux, "MAX_ENTRIES", 3)  # the root, sub and a.txt: listed twice, still 3
-    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path), str(tmp_path / "sub"))))
+    listing = take_listing(LocalShell(), LISTER, Watch((str(tmp_path), str(tmp_path / "sub"))))
     assert not listing.truncated and len(listing.entries) == 3
 
     monkeypatch.setattr(linux, "HASH_BUDGET_S", -1.0)  # the budget spent before the first file
-    listing = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
+    listing = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),)))
     assert listing.unhashed == (str(tmp_path / "sub" / "a.txt"),)
 
 
@@ -168,14 +172,14 @@ def test_a_listing_the_lister_did_not_print_is_an_infra_error(output):
     from runner.errors import InfraError
 
     with pytest.raises(InfraError, match="listing"):
-        get_profile("linux").parse_listing(output)
+        LISTER.parse_listing(output)
 
 
 # -- tamper class 2: a change to a watched file must show, whichever way it was hidden.
 # Each runs the real lister with sh on this host over a real tree, as the admin would in the guest.
 
 def listed(root, **watch):
-    return take_listing(LocalShell(), get_profile("linux"), Watch((str(root),), **watch))
+    return take_listing(LocalShell(), LISTER, Watch((str(root),), **watch))
 
 
 CLOCK_REALTIME_COARSE = 5  # Linux's clock id (<linux/time.h>); Python's time module does not name it
@@ -194,7 +198,7 @@ def past(ns: int) -> None:
 def test_a_file_over_the_hash_limit_rewritten_in_place_with_its_mtime_restored_is_a_change(tmp_path, monkeypatch):
     import os
 
-    from runner.profiles import linux
+    from runner.profiles import linux_listing as linux
 
     monkeypatch.setattr(linux, "HASH_MAX_BYTES", 1024)  # the 64 MiB limit, scaled down
     big = tmp_path / "big.bin"
@@ -215,7 +219,7 @@ def test_a_file_over_the_hash_limit_rewritten_in_place_with_its_mtime_restored_i
 def test_the_hash_budget_spent_on_decoys_leaves_the_file_that_mattered_still_compared(tmp_path, monkeypatch):
     import os
 
-    from runner.profiles import linux
+    from runner.profiles import linux_listing as linux
 
     target = tmp_path / "zzz" / "notes.txt"
     target.parent.mkdir()
@@ -292,9 +296,9 @@ def test_a_file_the_lister_cannot_read_counts_as_changed_with_the_reason():
         tmp_path.chmod(0o755)
         secret = tmp_path / "secret.txt"
         secret.write_text("s")
-        before = take_listing(LocalShell(), get_profile("linux"), Watch((str(tmp_path),)))
+        before = take_listing(LocalShell(), LISTER, Watch((str(tmp_path),)))
         os.chmod(secret, 0o600)
-        after = take_listing(AsNobody(), get_profile("linux"), Watch((str(tmp_path),)))
+        after = take_listing(AsNobody(), LISTER, Watch((str(tmp_path),)))
         assert after.entries[str(secret)].error == "Permission denied"
         changes = {c.path: c.detail for c in diff(before.entries, after.entries)}
         assert changes[str(secret)] == "could not be read: Permission denied"
