@@ -3,7 +3,9 @@
 # The privileged prelude: what runs before a task's setup, verify, checkpoint or safety script,
 # in the same shell, through the admin channel (runner.tasks.scripts: run_privileged). It gives the
 # script what runner.tasks.scripts documents: TASK_DIR, USER_HOME and DESKTOP_USER exported,
-# as_user, and the desktop user's home as the working folder.
+# as_user, and / as the working folder: root never starts in a folder the agent can write, where
+# `python3 -` (without -I) would import the agent's modules and a relative path would be the
+# agent's link.
 #
 # Parameters (the first three stay, for the script):
 #   TASK_DIR       the task's staged files
@@ -39,6 +41,4 @@ else
     }
 fi
 unset CU_RUN_PHASE
-# cu-run-lint: allow R1 -- task scripts are written for the user's home as their working folder
-# (runner.tasks.scripts); root in a folder the agent can write is a hole that issue 53 closes.
-cd "$USER_HOME" || exit 125
+cd / || exit 125

@@ -19,11 +19,13 @@
 #   KEEP          kill_new: the processes that ran before the agent, PID:START space-separated
 #   X_DISPLAY     the number of the display the desktop runs on ("0")
 #   X_SWEEP       the X sweep's program (x_sweep.py beside this file)
+#   HIDE_FOLDERS  the program that hides the bus's service folders (hide_folders.py beside this file)
 : "${DESKTOP_USER?}"
 : "${USER_HOME?}"
 : "${KEEP?}"
 : "${X_DISPLAY?}"
 : "${X_SWEEP?}"
+: "${HIDE_FOLDERS?}"
 
 # Sets u to the desktop user's uid, or exits 3, and cg to the user's slice: from /etc/passwd,
 # with the shell's own `read` (the guest's `id` is a program, ~0.15 s under TCG).
@@ -101,19 +103,15 @@ stop_starters() {
 # name: a verifier's query would start the agent's code, which would answer it. Each such folder
 # that exists gets an empty read-only tmpfs over it, and the bus reloads after the thaw
 # (reload_bus). The disk keeps what the agent left, but the listing after does not enter the
-# tmpfs: ~/.local is the desktop's own churn, which the write set ignores anyway. The folder as
-# the bus resolves it: a link to elsewhere is followed to what it names. Sets hidden.
+# tmpfs: ~/.local is the desktop's own churn, which the write set ignores anyway. Root follows no
+# link of the agent's on the way (hide_folders.py opens each part without following one and
+# mounts on what it opened): a link there fails the quarantine (exit 10), the agent's doing. Run
+# once no process of the user's can run (the kept frozen, the rest killed), so nothing changes
+# the folders meanwhile. Sets hidden.
 hide_bus_services() {
-    hidden=
-    for d in "$USER_HOME/.local/share/dbus-1/services" "/run/user/$u/dbus-1/services"; do
-        [ -d "$d" ] || continue
-        # cu-run-lint: allow R3 -- the tmpfs goes over the folder the bus reads, through the agent's link
-        # if it is one: root resolving what the agent made, a hole that issue 53 closes.
-        r=$(realpath -e -- "$d") || continue
-        # cu-run-lint: allow R7 -- over what the link above led to, as the bus would read it (issue 53)
-        mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=0555 cu-run-quarantine "$r" || exit 7
-        hidden="$hidden $r"
-    done
+    hidden=$(python3 -I -S -c "$HIDE_FOLDERS" "$USER_HOME" .local/share/dbus-1/services \
+        "/run/user/$u" dbus-1/services) || exit $?
+    hidden=$(printf '%s' "$hidden" | tr '\n' ' ')
 }
 
 # A running session bus read the hidden folders before: told to reload its configuration, it
@@ -166,8 +164,8 @@ kill_new() {
         froze=1
     fi
     stop_starters
-    hide_bus_services
     kill_outside kept
+    hide_bus_services
     [ $froze = 0 ] || echo 0 > "$cg/cgroup.freeze" || exit 6
     for p in $(pgrep -u "$u"); do case "$starters" in *" $p "*) ;; *) kill -CONT "$p" 2>/dev/null;; esac; done
     reload_bus
@@ -176,5 +174,5 @@ kill_new() {
     x_sweep unkept
     echo "killed the desktop user's processes started during the episode, and its terminals' shells"
     [ "$starters" = ' ' ] || echo "stopped the processes that start others for the user:$starters"
-    [ -z "$hidden" ] || echo "hid the user's session-bus services:$hidden"
+    [ -z "$hidden" ] || echo "hid the user's session-bus services: $hidden"
 }

@@ -62,11 +62,12 @@ def auth_file():
     # which it made as root: the agent can change neither.
     lock = f"/tmp/.X{display}-lock"
     try:
-        # cu-run-lint: allow R3 -- the lock file in /tmp as the X server made it; the agent cannot
-        # replace root's file there (sticky), but may make a link where there is none (issue 53)
-        if os.stat(lock).st_uid != 0:
-            fail(f"{lock} is not root's")
-        with open(lock) as f:
+        # Opened without following a link (the agent may make one where the server's lock is
+        # gone: /tmp is everyone's), and its owner read from what was opened, not from the name.
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd) as f:
+            if os.fstat(f.fileno()).st_uid != 0:
+                fail(f"{lock} is not root's")
             pid = f.read(64).strip()
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")

@@ -2,7 +2,8 @@
 # The privileged prelude: what runs before a task's setup, verify, checkpoint or safety script,
 # in the same PowerShell, through the admin channel (runner.tasks.scripts: run_privileged). It
 # gives the script $env:TASK_DIR, $env:USER_HOME, $env:DESKTOP_USER and $env:DESKTOP_USER_SID, and
-# the desktop user's home as the working folder: none of them scoped, so they outlast this block.
+# the system folder as the working folder, never a folder the desktop user can write (where a
+# relative path would be the agent's link): none of them scoped, so they outlast this block.
 #
 # Parameters:
 #   TaskDir      the task's staged files
@@ -17,4 +18,4 @@ $env:TASK_DIR = $TaskDir
 $env:USER_HOME = $UserHome
 $env:DESKTOP_USER = $DesktopUser
 $env:DESKTOP_USER_SID = (New-Object System.Security.Principal.NTAccount($DesktopUser)).Translate([System.Security.Principal.SecurityIdentifier]).Value
-Set-Location -LiteralPath $env:USER_HOME
+Set-Location -LiteralPath $env:SystemRoot

@@ -360,4 +360,5 @@ def quarantine_steps(user: DesktopUser, keep: frozenset[str] | None) -> str:
     """guest_agent/linux/quarantine.sh with its parameters: its steps defined, none run yet.
     KEEP: the processes desktop_in_verify keeps (None: the default quarantine, which keeps none)."""
     return sh_program("linux/quarantine.sh", DESKTOP_USER=user.name, USER_HOME=user.home,
-                      KEEP=" ".join(sorted(keep or ())), X_DISPLAY=X_DISPLAY, X_SWEEP=program_text("linux/x_sweep.py"))
+                      KEEP=" ".join(sorted(keep or ())), X_DISPLAY=X_DISPLAY, X_SWEEP=program_text("linux/x_sweep.py"),
+                      HIDE_FOLDERS=program_text("linux/hide_folders.py"))

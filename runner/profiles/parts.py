@@ -127,7 +127,8 @@ class TaskScripts(Part):
     @abstractmethod
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
         """What runs before a setup, verify, checkpoint or safety script in the admin's shell:
-        USER_HOME, DESKTOP_USER and TASK_DIR set, the working folder the user's home."""
+        USER_HOME, DESKTOP_USER and TASK_DIR set, the working folder / (or the guest's system
+        folder), never one the agent can write."""
 
     @abstractmethod
     def agent_prelude(self, folder: str) -> str:

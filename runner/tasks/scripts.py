@@ -23,7 +23,8 @@ after. What a privileged script sees:
                   verdict where only the admin can write, and ends the script. Agent text in
                   REASON cannot forge a pass (runner.scoring.verdict)
 
-The working folder is USER_HOME. After setup, whatever setup left in USER_HOME belongs to
+The working folder is / (Windows: the system folder), never one the agent can write: a script
+names the user's files by $USER_HOME. After setup, whatever setup left in USER_HOME belongs to
 the desktop user (the agent must be able to change the files the task gives it).
 """
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from fakes.display import LocalShell
+from runner.errors import InfraError
 from runner.profiles import DesktopUser, get_profile
 from runner.profiles.linux import quarantine_steps
 from runner.scoring.quarantine import quarantine, user_processes
@@ -203,24 +204,42 @@ def test_a_kept_session_manager_is_stopped_for_good_and_others_run_on(nobody_pro
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts over the user's folders")
 def test_the_users_own_session_bus_services_are_hidden_from_the_bus(nobody_processes, tmp_path):
     """A service file the agent left where the session bus looks is out of its sight after the
-    quarantine: an empty read-only tmpfs lies over the folder. Through a link too: the folder
-    the bus would read is the one hidden."""
+    quarantine: an empty read-only tmpfs lies over the folder."""
     home = tmp_path / "home"
-    real = tmp_path / "elsewhere" / "services"
-    real.mkdir(parents=True)
-    (real / "org.example.Fake.service").write_text("[D-BUS Service]\nName=org.example.Fake\nExec=/bin/true\n")
-    (home / ".local" / "share" / "dbus-1").mkdir(parents=True)
-    (home / ".local" / "share" / "dbus-1" / "services").symlink_to(real)
+    services = home / ".local" / "share" / "dbus-1" / "services"
+    services.mkdir(parents=True)
+    (services / "org.example.Fake.service").write_text("[D-BUS Service]\nName=org.example.Fake\nExec=/bin/true\n")
     user = DesktopUser("nobody", str(home))
     try:
         said = quarantine(LocalShell(), user, LINUX, keep=frozenset())
-        assert f"hid the user's session-bus services: {real}" in said
-        assert list(real.iterdir()) == []
+        assert f"hid the user's session-bus services: {services}" in said
+        assert list(services.iterdir()) == []
         with pytest.raises(OSError):
-            (real / "new.service").write_text("x")
+            (services / "new.service").write_text("x")
     finally:
-        subprocess.run(["umount", str(real)])
-    assert [p.name for p in real.iterdir()] == ["org.example.Fake.service"]  # the disk as the agent left it
+        subprocess.run(["umount", str(services)])
+    assert [p.name for p in services.iterdir()] == ["org.example.Fake.service"]  # the disk as the agent left it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts over the user's folders")
+@pytest.mark.parametrize("linked", ["services", "dbus-1", ".local"])
+def test_root_follows_no_link_of_the_agents_to_hide_a_folder(nobody_processes, tmp_path, linked):
+    """A link anywhere on the way to the bus's service folder once led root's tmpfs over the
+    folder of the agent's choice (another process's /proc entry, the X server's socket folder).
+    Now nothing is mounted, and the quarantine fails: the agent's doing."""
+    home, chosen = tmp_path / "home", tmp_path / "chosen"
+    chosen.mkdir()
+    (chosen / "kept.txt").write_text("x")
+    parts = [".local", "share", "dbus-1", "services"]
+    at = parts.index(linked)
+    (home / Path(*parts[:at])).mkdir(parents=True, exist_ok=True)
+    (home / Path(*parts[:at + 1])).symlink_to(chosen)
+    if at + 1 < len(parts):  # the rest of the way, in the folder the link leads to
+        (chosen / Path(*parts[at + 1:])).mkdir(parents=True)
+    with pytest.raises(InfraError, match="a link or a file is on the way to it, which is not followed"):
+        quarantine(LocalShell(), DesktopUser("nobody", str(home)), LINUX, keep=frozenset())
+    assert str(tmp_path) not in Path("/proc/self/mounts").read_text()
+    assert (chosen / "kept.txt").read_text() == "x"
 
 
 def test_nothing_is_hidden_where_the_user_made_no_bus_services(tmp_path):

@@ -133,7 +133,7 @@ def test_transient_or_permanent(exc, transient):
 def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     """windows-core's find-and-fix verifier over WinRM, as the verifier account: files staged under
     C:\\cu-run\\staging\\task (inheritance off, only the staging account and SYSTEM), the desktop user's home and SID
-    given, the scripts' working folder that home."""
+    given, the scripts' working folder the system folder (never one the desktop user can write)."""
     from runner.images.catalog import DesktopUser
     from runner.tasks.scripts import run_privileged
     from runner.tasks.model import load_suite
@@ -144,7 +144,7 @@ def test_a_windows_verifier_runs_as_the_admin_with_its_files_staged(server):
     def guest(script):
         if "icacls $Folder /inheritance:r" in script and "-Folder 'C:\\cu-run\\staging\\task'" in script:
             seen["acl"] = script
-        if "Set-Location -LiteralPath $env:USER_HOME" in script:
+        if "Set-Location -LiteralPath $env:SystemRoot" in script:
             seen["script"] = script
             seen["staged"] = sorted(server.files)
             return Reply(b"PASS\r\n")
@@ -179,7 +179,8 @@ def test_a_windows_verifiers_recorded_verdict_is_read_back_before_its_folder_goe
         if ".cu-verdict-" in script and "Test-Path" in script and "Write-Output 'fail'" in script:
             order.append("read")
             return Reply(b"fail\r\nthe decoy was changed\r\n")
-        if "Remove-Item -LiteralPath 'C:\\cu-run\\staging\\task' -Recurse" in script and "function Verdict" not in script:
+        if "Remove-Item -LiteralPath $Folder -Recurse" in script and "-Folder 'C:\\cu-run\\staging\\task'" in script \
+                and "function Verdict" not in script:
             order.append("remove")
         return Reply()
 

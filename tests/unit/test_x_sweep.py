@@ -175,3 +175,27 @@ def test_a_spoiled_cookie_fails_the_sweep(xserver):
 def test_no_x_server_is_nothing_to_sweep():
     done = subprocess.run(["sh", "-c", sweep_script("999", 1, None)], capture_output=True, text=True)
     assert done.returncode == 0 and "no X server on :999" in done.stdout
+
+
+def test_a_link_where_the_servers_lock_was_is_not_followed(tmp_path):
+    # The agent may make /tmp/.X<n>-lock a link (to a root file naming a root process) where the
+    # server's lock is gone, and a socket of its own: the sweep, as root, opens the lock without
+    # following it and fails, rather than trusting what the link led to.
+    number = "997"
+    lock, socket_path = Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")
+    if lock.exists() or lock.is_symlink() or socket_path.exists():
+        pytest.skip(f"display :{number} is in use here")
+    target = tmp_path / "roots-pid"
+    target.write_text("1\n")  # root's file, naming init
+    socket_path.parent.mkdir(exist_ok=True)
+    listener = __import__("socket").socket(__import__("socket").AF_UNIX)
+    listener.bind(str(socket_path))
+    lock.symlink_to(target)
+    try:
+        done = subprocess.run(["sh", "-c", sweep_script(number, NOBODY, None)], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 9 and "cannot find the X server" in done.stderr, (done.stdout, done.stderr)
+    finally:
+        lock.unlink()
+        listener.close()
+        socket_path.unlink()
