@@ -20,13 +20,15 @@ from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult
 from runner.vm.episode import EpisodeVM
-from runner.errors import CommandTimeout, GuestStopped, HostFault, InfraError
+from runner.errors import CommandTimeout, GuestStopped, HostFault, InfraError, OutputTooLarge
 from runner.mcp.session import mcp_session, proxy_session
 from runner.runs.pool_config import PoolConfig
 from runner.records.recording import Recorder
 from runner.records.results import Outcome
 from runner.scoring.blame import Stage, describe
-from runner.scoring.quarantine import quarantine, quarantine_then_list, quarantine_then_read_disk, user_processes
+from runner.scoring import evidence
+from runner.scoring.quarantine import (quarantine, quarantine_then_list, quarantine_then_read_disk,
+                                        read_disk_listing, user_processes)
 from runner.scoring.safety import Violation, check_trajectory, read_trajectory
 from runner.scoring.verdict import Verdict, parse_verdict
 from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, WriteSetLister, expand, take_listing
@@ -206,8 +208,9 @@ class EpisodeScript:
         t = time.monotonic()
         disk = vm.workdir / "overlay.qcow2"
         lister = task.guest.part(WriteSetLister)
-        if watch is not None and lister is not None and lister.disk_filesystem == "ext4" \
-                and vm.admin_shell.freezer() is not None and disk.is_file():
+        on_disk = watch is not None and lister is not None and lister.disk_filesystem == "ext4" \
+            and vm.admin_shell.freezer() is not None and disk.is_file()
+        if watch is not None and on_disk:
             # The evidence read where the agent cannot reach it: the disk, on the host, the
             # guest's filesystems frozen (the guest agent freezes them; over SSH it could not).
             stopped, after = quarantine_then_read_disk(vm.admin_shell, user, task.guest, watch.after(before), disk,
@@ -249,7 +252,36 @@ class EpisodeScript:
         state.phases["verify"] = round(time.monotonic() - t, 3)
         if checkpoints:
             (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
-        return self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)
+        moved = self._moved_while_judged(watch, after, on_disk=on_disk, frozen=prepared.spared is None)
+        if moved:
+            violations.append(evidence.violation(moved))
+            (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in violations], indent=2) + "\n")
+        scored = self._score(agent_result, verdict, verdict_log, checkpoints, violations, changed, check_errors)
+        if moved and scored.outcome in ("pass", "fail", "verifier_error"):
+            # Whatever the verifier said: it judged what the agent's code was still changing.
+            scored.outcome, scored.reason = "fail", violations[-1].detail
+        return scored
+
+    def _moved_while_judged(self, watch: Watch | None, stopped: Listing | None, *, on_disk: bool,
+                            frozen: bool) -> list[Change]:
+        """The write set's folders listed again, the same way as after the stop, once the checks
+        and the verifier have run (runner.scoring.evidence): what changed meanwhile. Nothing to
+        compare without a listing after the stop, or where what ran before the agent runs on."""
+        if watch is None or stopped is None or not frozen:
+            return []
+        vm, task = self.vm, self.task
+        t = time.monotonic()
+        again = watch.after(stopped)
+        freezer = vm.admin_shell.freezer()
+        if on_disk and freezer is not None:
+            judged = read_disk_listing(freezer, again, vm.workdir / "overlay.qcow2")
+        else:
+            judged = take_listing(vm.admin_shell, task.guest.needs(WriteSetLister, "the write set"), again)
+        self.state.phases["write_set_after_verify"] = round(time.monotonic() - t, 3)
+        moved = evidence.moved_while_judged(watch, stopped, judged, windows=task.guest.windows_paths)
+        (self.ep_dir / "evidence.json").write_text(json.dumps(
+            {"read_from": judged.read_from, "moved_while_judged": [str(c) for c in moved]}, indent=2) + "\n")
+        return moved
 
     def _setup(self, *, hand_home: bool) -> bool:
         """Runs the task's setup; HAND_HOME: then gives what it made in the home to the user.
@@ -329,6 +361,13 @@ class EpisodeScript:
         except CommandTimeout as exc:
             log.write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
             verdict = Verdict("error", f"{kind} timed out: {exc.message}")
+            return verdict, {"exit_code": None, "verdict": "error", "reason": verdict.reason}
+        except OutputTooLarge as exc:
+            # A script that printed past the host's cap gave no answer, as one past its time: judged
+            # the same way, against the control episodes (the agent's state that made it print so
+            # much is the agent's doing), never the end of the episode's whole scoring.
+            log.write_text(f"output over the cap\n{exc.message}\n")
+            verdict = Verdict("error", f"{kind} printed more than the host reads: {exc.message}")
             return verdict, {"exit_code": None, "verdict": "error", "reason": verdict.reason}
 
     # -- the write set

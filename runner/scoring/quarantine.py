@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from runner.errors import InfraError
-from runner.guest.base import GuestShell
+from runner.guest.base import FilesystemFreezer, GuestShell
 from runner.guest.qga import AgentCommandFailed
 from runner.hypervisor.qcow2_reader import DiskImage, ImageReadError
 from runner.profiles import DesktopUser, GuestProfile
@@ -91,24 +91,29 @@ def quarantine_then_list(admin: GuestShell, user: DesktopUser, guest: GuestProfi
 def quarantine_then_read_disk(admin: GuestShell, user: DesktopUser, guest: GuestProfile, watch: Watch,
                               disk: Path, *, keep: frozenset[str] | None = None) -> tuple[str, Listing]:
     """quarantine(), then the write-set listing of WATCH read from DISK (the episode's overlay)
-    on the host, with the guest's filesystems frozen meanwhile by ADMIN's freezer: no program of
-    the guest, whoever made it, lists or hashes anything. Freezing writes out what the guest held
-    and empties ext4's journal into place, and the guest writes nothing until the thaw, so the disk
-    reads as the guest's kernel would show it."""
+    on the host (read_disk_listing)."""
     freezer = admin.freezer()
     if freezer is None:
         raise InfraError("the guest's disk is read only with its filesystems frozen, and this admin shell cannot "
                          "freeze them")
     stopped = quarantine(admin, user, guest, keep=keep)
+    return stopped, read_disk_listing(freezer, watch, disk)
+
+
+def read_disk_listing(freezer: FilesystemFreezer, watch: Watch, disk: Path) -> Listing:
+    """The listing of WATCH read from DISK on the host, with the guest's filesystems frozen
+    meanwhile by FREEZER: no program of the guest, whoever made it, lists or hashes anything.
+    Freezing writes out what the guest held and empties ext4's journal into place, and the guest
+    writes nothing until the thaw, so the disk reads as the guest's kernel would show it."""
     try:
         freezer.freeze_filesystems()
     except AgentCommandFailed as exc:
         raise InfraError(f"could not freeze the guest's filesystems to read its disk: {exc}") from None
     try:
         with DiskImage(disk) as image:
-            return stopped, list_disk(Ext4(image.read), watch)
+            return list_disk(Ext4(image.read), watch)
     except (ImageReadError, DiskFormatError, OSError) as exc:
-        raise InfraError(f"the guest's disk could not be read after the agent: {exc}") from None
+        raise InfraError(f"the guest's disk could not be read: {exc}") from None
     finally:
         try:
             freezer.thaw_filesystems()

@@ -63,7 +63,7 @@ def test_a_disk_that_does_not_read_is_an_infra_error_and_the_guest_is_thawed(tmp
     bad = tmp_path / "disk.raw"
     bad.write_bytes(bytes(8 * 2**20))  # no filesystem on it
     admin = FakeAgentShell()
-    with pytest.raises(InfraError, match="could not be read after the agent: no ext4 superblock"):
+    with pytest.raises(InfraError, match="the guest.s disk could not be read: no ext4 superblock"):
         quarantine_then_read_disk(admin, USER, get_profile("linux"), Watch(("/home/cu",)), bad)
     assert admin.calls == ["quarantine", "freeze", "thaw"]
 
