@@ -13,6 +13,7 @@ password in CU_RUN_VNC_PASSWORD, and it is stopped with the episode.
 from __future__ import annotations
 
 import base64
+import math
 import json
 import os
 import shlex
@@ -122,14 +123,14 @@ def map_action(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
         text = "+".join(map(str, combo)) if isinstance(combo, list) else str(combo)
         try:
             key, modifiers = parse_hotkey(text)
-        except UsageError:
+        except (UsageError, ValueError):  # parse_hotkey's refusal: the external server's own business
             return None
         return "key", {"key": key, "modifiers": list(modifiers)}
     if "click" in name:
         x, y = args.get("x"), args.get("y")
         if (x is None or y is None) and isinstance(args.get("coordinate"), list) and len(args["coordinate"]) == 2:
             x, y = args["coordinate"]
-        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
             return "click", {"x": int(x), "y": int(y), "button": str(args.get("button", "left"))}
     return None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
 import anyio
@@ -22,7 +22,7 @@ from PIL import Image as PILImage
 
 from runner import __version__
 from runner.display.base import Display
-from runner.display.keys import parse_hotkey
+from runner.display.keys import keysym, modifier, parse_hotkey
 from runner.errors import CommandTimeout, GuestUnreachable, UsageError
 from runner.guest.agent import GuestAgent, GuestAgentError
 from runner.guest.base import GuestShell
@@ -34,6 +34,7 @@ from runner.mcp.trajectory import CURRENT_TOOL, StepLimitReached
 T = TypeVar("T")
 
 MAX_DOWNLOAD_BYTES = 10 * 2**20
+MAX_SCROLL = 50  # wheel notches in one call
 
 
 def build_server(display: Display, shell: GuestShell | None = None, *,
@@ -120,6 +121,12 @@ def add_screen_tools(tool: Tool, act: Act, display: Display) -> None:
 
 
 def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
+    async def on_screen(name: str, *points: tuple[int, int]) -> None:
+        # Refused before the call is recorded or sent: a point far off the screen is no action,
+        # and it must not reach the trajectory the report draws from.
+        for x, y in points:
+            await act(name, lambda x=x, y=y: display.check_point(x, y))
+
     @tool
     async def computer_use_mouse_position() -> dict:
         """Where the pointer is (where the last mouse action left it)."""
@@ -129,6 +136,7 @@ def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
     @tool
     async def computer_use_mouse_move(x: int, y: int) -> str:
         """Move the pointer to (x, y)."""
+        await on_screen("computer_use_mouse_move", (x, y))
         await act("computer_use_mouse_move", lambda: display.move(x, y))
         return f"moved to ({x}, {y})"
 
@@ -136,6 +144,7 @@ def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
     async def computer_use_mouse_click(x: int, y: int, button: Literal["left", "right", "middle"] = "left",
                                        double: bool = False) -> str:
         """Click at (x, y) with button left, right or middle; double=true for a double click."""
+        await on_screen("computer_use_mouse_click", (x, y))
         await act("computer_use_mouse_click", lambda: display.click(x, y, button, double=double))
         return f"{'double-' if double else ''}clicked {button} at ({x}, {y})"
 
@@ -143,6 +152,7 @@ def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
     async def computer_use_mouse_drag(start_x: int, start_y: int, end_x: int, end_y: int,
                                       button: Literal["left", "right", "middle"] = "left") -> str:
         """Press the button at (start_x, start_y), move to (end_x, end_y), release."""
+        await on_screen("computer_use_mouse_drag", (start_x, start_y), (end_x, end_y))
         await act("computer_use_mouse_drag", lambda: display.drag(start_x, start_y, end_x, end_y, button))
         return f"dragged from ({start_x}, {start_y}) to ({end_x}, {end_y})"
 
@@ -150,6 +160,9 @@ def add_mouse_tools(tool: Tool, act: Act, display: Display) -> None:
     async def computer_use_mouse_scroll(x: int, y: int, direction: Literal["up", "down", "left", "right"] = "down",
                                         amount: int = 3) -> str:
         """Scroll at (x, y): direction up, down, left or right, amount in wheel notches (1-50)."""
+        if not 1 <= amount <= MAX_SCROLL:
+            raise ToolError(f"amount is in wheel notches, 1 to {MAX_SCROLL}")
+        await on_screen("computer_use_mouse_scroll", (x, y))
         await act("computer_use_mouse_scroll", lambda: display.scroll(x, y, direction, amount))
         return f"scrolled {direction} {amount} at ({x}, {y})"
 
@@ -160,26 +173,40 @@ def add_keyboard_tools(tool: Tool, act: Act, display: Display) -> None:
         """Type text exactly as given (newline presses Enter). delay: milliseconds between keys (0-500)."""
         if not 0 <= delay <= 500:
             raise ToolError("delay is in milliseconds, 0 to 500")
+        _refuse(lambda: [keysym(char) for char in text])
         await act("computer_use_keyboard_type", lambda: display.type(text, delay=delay / 1000 if delay else None))
         return f"typed {len(text)} characters"
 
     @tool
     async def computer_use_keyboard_press(key: str, modifiers: list[str] | None = None) -> str:
         """Press one key (enter, tab, escape, backspace, f1..f12, up, a, ...) with modifiers held
-        (ctrl, shift, alt, super)."""
-        mods = tuple(m.lower() for m in modifiers or ())
+        (ctrl, shift, alt, super; only modifiers can be held)."""
+        mods = _modifiers(modifiers or ())
+        _refuse(lambda: keysym(key))
         await act("computer_use_keyboard_press", lambda: display.key(key, mods))
         return f"pressed {'+'.join(mods + (key,))}"
 
     @tool
     async def computer_use_keyboard_hotkey(keys: str) -> str:
-        """Press a key combination written like ctrl+s or ctrl+shift+t."""
-        try:
-            key, mods = parse_hotkey(keys)
-        except ValueError as exc:
-            raise ToolError(str(exc)) from exc
+        """Press a key combination written like ctrl+s or ctrl+shift+t: every part but the last is a modifier."""
+        key, named = _refuse(lambda: parse_hotkey(keys))
+        mods = _modifiers(named)
         await act("computer_use_keyboard_hotkey", lambda: display.key(key, mods))
         return f"pressed {keys}"
+
+
+def _modifiers(names: Iterable[str]) -> tuple[str, ...]:
+    """NAMES by their one names, each once, in order; a ToolError for any that is not a modifier
+    (ctrl, shift, alt, super and their aliases), before anything is recorded or sent."""
+    return tuple(dict.fromkeys(_refuse(lambda: [modifier(name) for name in names])))
+
+
+def _refuse(check: Callable[[], T]) -> T:
+    """CHECK's value; its ValueError (a bad argument) as the ToolError the agent reads."""
+    try:
+        return check()
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def add_accessibility_tools(tool: Tool, act: Act, guest_agent: GuestAgent) -> None:

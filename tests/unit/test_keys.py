@@ -1,6 +1,6 @@
 import pytest
 
-from runner.display.keys import keysym, needs_shift, parse_hotkey
+from runner.display.keys import MODIFIERS, chord, keysym, modifier, needs_shift, parse_hotkey
 
 
 @pytest.mark.parametrize("name,code", [
@@ -33,7 +33,8 @@ def test_hotkeys(combo, parsed):
     assert parse_hotkey(combo) == parsed
 
 
-@pytest.mark.parametrize("combo", ["ctrl+", "s+ctrl", "ctrl+nosuchkey", "+", "hyper+s"])
+@pytest.mark.parametrize("combo", ["ctrl+", "s+ctrl", "ctrl+nosuchkey", "+", "hyper+s", "ctrl+a+b", "enter+x",
+                                   "ctrl+capslock+t", "f1+f2", "ctrl+ +t"])
 def test_bad_hotkeys(combo):
     with pytest.raises(ValueError):
         parse_hotkey(combo)
@@ -57,3 +58,48 @@ def test_typed_keys_are_paced_so_a_stalled_guest_loses_none(monkeypatch):
     slept.clear()
     display.type("ab", delay=0.001)  # an agent that asks for faster typing gets it
     assert slept == [0.001, 0.001]
+
+
+# -- modifiers and chords as the guest receives them (trust issue)
+
+@pytest.mark.parametrize("name", ["a", "A", "enter", "capslock", "tab", "space", "f1", "1", "+"])
+def test_only_a_modifier_can_be_held(name):
+    with pytest.raises(ValueError, match="is not a modifier"):
+        modifier(name)
+
+
+def test_every_modifier_name_is_one_of_four_keys_held_by_its_left_keysym():
+    assert {modifier(m) for m in MODIFIERS} == {"shift", "ctrl", "alt", "super"}
+    for name in MODIFIERS:
+        assert keysym(name) == keysym(modifier(name)) == keysym(name.upper())
+    assert modifier("Control_R") == "ctrl" and modifier("CMD") == modifier("meta_l") == "super"
+    assert parse_hotkey("Control_R+Super_L+t") == ("t", ("control_r", "super_l"))
+
+
+@pytest.mark.parametrize("a, b", [
+    (("t", ["ctrl", "alt"]), ("t", ["alt", "control"])),
+    (("t", ["ctrl_r"]), ("t", ["control"])),
+    (("T", ["ctrl"]), ("t", ["ctrl", "shift"])),
+    (("!", []), ("1", ["shift"])),
+    (("+", ["ctrl"]), ("=", ["ctrl", "shift"])),
+    (("del", ["control", "alt"]), ("Delete", ["alt", "ctrl_l"])),
+    (("\n", []), ("Return", [])),
+    ((" ", ["shift"]), ("space", ["shift_r"])),
+    (("l", ["win"]), ("l", ["meta_r"])),
+    (("L", ["win"]), ("l", ["super", "shift"])),
+])
+def test_chords_that_reach_the_guest_alike_are_equal(a, b):
+    assert chord(*a) == chord(*b)
+
+
+def test_chords_that_differ_are_not_equal():
+    assert chord("t", ["ctrl"]) != chord("t", ["ctrl", "shift"])
+    assert chord("1", []) != chord("!", [])
+    with pytest.raises(ValueError):
+        chord("t", ["ctrl", "r"])
+
+
+def test_a_long_name_is_quoted_short_in_the_error():
+    with pytest.raises(ValueError) as info:
+        keysym("x" * 100_000)
+    assert len(str(info.value)) < 2000

@@ -45,6 +45,9 @@ def test_calls_are_mapped_onto_what_the_safety_rules_read():
     assert map_action("left_click", {"coordinate": [10, 20]}) == ("click", {"x": 10, "y": 20, "button": "left"})
     assert map_action("take_screenshot", {}) == ("screenshot", {})
     assert map_action("wiggle", {}) is None
+    # What the external server sends is the agent's: a combo no display takes, a point no screen has.
+    assert map_action("press_keys", {"keys": "f+ctrl"}) is None
+    assert map_action("left_click", {"x": float("inf"), "y": 3}) is None
 
 
 def test_the_proxy_forwards_records_and_bounds_an_external_server(tmp_path):

@@ -91,6 +91,10 @@ def test_actions_reach_the_display():
     ("computer_use_keyboard_type", {"text": "caf\u00e9"}, "cannot type"),
     ("computer_use_screenshot", {"scale": 3}, "scale"),
     ("computer_use_mouse_scroll", {"x": 1, "y": 1, "direction": "sideways"}, "direction"),
+    ("computer_use_keyboard_press", {"key": "m", "modifiers": ["r"]}, "'r' is not a modifier"),
+    ("computer_use_keyboard_press", {"key": "t", "modifiers": ["ctrl", "enter"]}, "'enter' is not a modifier"),
+    ("computer_use_keyboard_hotkey", {"keys": "r+m"}, "'r' in 'r+m' is not a modifier"),
+    ("computer_use_keyboard_hotkey", {"keys": "ctrl+space+t"}, "is not a modifier"),
 ])
 def test_bad_calls_are_tool_errors_and_nothing_is_sent(name, args, message):
     display = FakeDisplay()
@@ -107,14 +111,13 @@ def test_trajectory_records_every_call_and_saves_screenshots(tmp_path):
     trajectory = Trajectory(tmp_path)
     server = build_server(RecordingDisplay(FakeDisplay(), trajectory))
     call(server, ("computer_use_screenshot", {}), ("computer_use_mouse_click", {"x": 3, "y": 4}),
-         ("computer_use_keyboard_type", {"text": "abc"}), ("computer_use_mouse_click", {"x": 9999, "y": 4}))
+         ("computer_use_keyboard_type", {"text": "abc"}), ("computer_use_keyboard_press", {"key": "a"}))
     lines = [json.loads(l) for l in (tmp_path / "trajectory.jsonl").read_text().splitlines()]
     assert [l["tool"] for l in lines] == ["computer_use_screenshot", "computer_use_mouse_click",
-                                          "computer_use_keyboard_type", "computer_use_mouse_click"]
+                                          "computer_use_keyboard_type", "computer_use_keyboard_press"]
     assert [l["step"] for l in lines] == [1, 2, 3, 4]
     assert lines[0]["screenshot"] == "step-0001.png" and (tmp_path / "step-0001.png").read_bytes()[:4] == b"\x89PNG"
     assert lines[1]["arguments"] == {"x": 3, "y": 4, "button": "left", "double": False}
-    assert lines[3]["error"] is True and "outside" in lines[3]["result"]
     assert all({"time", "duration_s", "result"} <= set(l) for l in lines)
 
 
@@ -150,3 +153,39 @@ def test_file_tools_need_a_root_and_unknown_sets_are_refused():
         build_server(FakeDisplay(), LocalShell(), toolsets=("files",))
     with pytest.raises(UsageError, match="unknown tool set"):
         resolve_toolsets(("everything",))
+
+
+# -- arguments refused before anything is recorded or sent (trust issue)
+
+HUGE = 10**30
+
+
+@pytest.mark.parametrize("name,args,message", [
+    ("computer_use_mouse_click", {"x": HUGE, "y": 1}, "outside the 320x200 screen"),
+    ("computer_use_mouse_click", {"x": 1, "y": -HUGE, "button": "middle"}, "outside"),
+    ("computer_use_mouse_move", {"x": 320, "y": 0}, "outside"),
+    ("computer_use_mouse_drag", {"start_x": 1, "start_y": 1, "end_x": 1, "end_y": HUGE}, "outside"),
+    ("computer_use_mouse_drag", {"start_x": -1, "start_y": 1, "end_x": 1, "end_y": 1}, "outside"),
+    ("computer_use_mouse_scroll", {"x": HUGE, "y": 1}, "outside"),
+    ("computer_use_mouse_scroll", {"x": 1, "y": 1, "amount": HUGE}, "1 to 50"),
+    ("computer_use_mouse_scroll", {"x": 1, "y": 1, "amount": 0}, "1 to 50"),
+    ("computer_use_keyboard_type", {"text": "ok", "delay": HUGE}, "0 to 500"),
+    ("computer_use_keyboard_type", {"text": "rm \u00e9"}, "cannot type"),
+    ("computer_use_keyboard_press", {"key": "x" * 10_000}, "unknown key"),
+    ("computer_use_keyboard_press", {"key": "m", "modifiers": ["ctrl", "r"]}, "not a modifier"),
+])
+def test_a_bad_argument_is_refused_before_it_is_recorded(tmp_path, name, args, message):
+    display = FakeDisplay(320, 200)
+    (result,) = call(build_server(RecordingDisplay(display, Trajectory(tmp_path))), (name, args))
+    assert result.is_error and message in result.content[0].text
+    assert len(result.content[0].text) < 2000  # an agent's argument is quoted short
+    assert display.calls == [] and not (tmp_path / "trajectory.jsonl").exists()
+
+
+def test_modifiers_are_held_by_one_name_each():
+    display = FakeDisplay()
+    results = call(build_server(display),
+                   ("computer_use_keyboard_press", {"key": "t", "modifiers": ["Control_R", "ctrl", "ALT", "win_l"]}),
+                   ("computer_use_keyboard_hotkey", {"keys": "control+Shift_L+t"}))
+    assert not any(r.is_error for r in results)
+    assert display.calls == [("key", "t", ("ctrl", "alt", "super")), ("key", "t", ("ctrl", "shift"))]
