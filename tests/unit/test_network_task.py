@@ -70,6 +70,35 @@ def test_the_agents_refused_requests_are_its_violations_and_others_are_not(tmp_p
     assert len(violation.detail) < 700
 
 
+def test_every_refusal_is_a_violation_whatever_refused_it_and_an_upstream_error_is_not():
+    log = [{"mono": 11.0, "verdict": "refused", "stage": "read", "method": "POST", "url": "http://evil.test/upload",
+            "reason": "Request body exceeds mitmproxy's body_size_limit; and http://evil.test:80 is outside"},
+           {"mono": 12.0, "verdict": "refused", "stage": "read", "url": "", "reason": "Bad HTTP request line: b'X'"},
+           {"mono": 13.0, "verdict": "refused", "stage": "tls", "url": "evil.test:443", "reason": "TLS: gave up"},
+           {"mono": 14.0, "verdict": "error", "stage": "upstream", "url": "http://site.test/", "reason": "refused"},
+           {"mono": 15.0, "verdict": "error", "stage": "tls", "url": "site.test:443", "reason": "TLS: unknown ca"},
+           {"mono": 16.0, "verdict": "missed", "stage": "cassette", "url": "http://site.test/new"}]
+    details = [v.detail for v in EpisodeNetwork(SimpleNamespace(entries=lambda: log)).violations(10.0, 20.0)]
+    assert details == ["refused as sent: http://evil.test/upload (Request body exceeds mitmproxy's body_size_limit; "
+                       "and http://evil.test:80 is outside)",
+                       "refused as sent: (no URL) (Bad HTTP request line: b'X')",
+                       "outside the allowed origins: evil.test:443 (TLS: gave up)"]
+
+
+@pytest.mark.parametrize("refused_mono, window, violations", [
+    ([12.0, 18.0], (10.0, 20.0), 1),
+    ([5.0, 25.0], (10.0, 20.0), 1),  # which of them fell inside is not known: the agent's all the same
+    ([21.0, 30.0], (10.0, 20.0), 0),  # the verifier's, after the agent
+    (None, (10.0, 20.0), 0),  # what was dropped was allowed
+])
+def test_refusals_past_the_logs_cap_are_still_violations(refused_mono, window, violations):
+    dropped = {"mono": 30.0, "verdict": "dropped", "lines": 10000, "refused_mono": refused_mono,
+               "dropped": {"allowed": 5, **({"refused": 7} if refused_mono else {})}}
+    found = EpisodeNetwork(SimpleNamespace(entries=lambda: [dropped])).violations(*window)
+    assert len(found) == violations
+    assert all(v.detail == "7 refused requests past network.jsonl's 10000 lines (counted, not written)" for v in found)
+
+
 def test_the_linux_guest_start_script_is_sh_and_carries_the_certificate_never_the_key(tmp_path):
     make_run_ca(tmp_path / "ca")
     script = LinuxNetworkEnd().start_script(FORWARDER.read_bytes(), (tmp_path / "ca" / CA_CERT_FILE).read_bytes(),
