@@ -6,54 +6,66 @@ archived as is. Per episode: outcome and reason, phase timings, the initial and 
 screenshots, a filmstrip of the trajectory (each action, with the screenshot it took),
 the verifier's and checkpoints' output, safety violations and unexpected writes.
 `cu-run report DIR` regenerates both from results.jsonl and the episode folders.
+
+What the episodes left was written by the agent and the guest, so each section, task row, episode
+(report_episode) and testcase (junit) is rendered on its own, from values checked and bounded first
+(report_values): one that fails says so in its place and the rest is whole.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
 import html
-import io
 import json
-import xml.etree.ElementTree as ET
+import logging
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from PIL import Image as PILImage
-from PIL import ImageDraw
-
 from runner.errors import UsageError
+from runner.records import report_episode
 from runner.records.folders import VALIDATE_RUNS, VALIDATION, is_run_folder, not_a_run_folder
-from runner.records.recording import RECORDING
+from runner.records.junit import render_junit
+from runner.records.report_values import MAX_TEXT, failure, html_text, seconds, text
 from runner.records.results import LOCAL_HOST, EpisodeRecord, ResultLog, suite_marks, summarize
-from runner.scoring.safety import read_trajectory
-from runner.scoring.verdict import xml_text
+
+log = logging.getLogger(__name__)
 
 
-def _escape(text: str) -> str:
-    """TEXT (guest text, often) fit for the report's HTML: escaped, and without the code points
-    XML cannot carry (a report is also read by XML tools)."""
-    return html.escape(xml_text(text))
+def _escape(value: object, limit: int = MAX_TEXT) -> str:
+    """VALUE (guest text, often) fit for the report's HTML, attributes included: bounded, escaped, and
+    without the code points XML cannot carry (a report is also read by XML tools)."""
+    return html_text(value, limit)
 
-THUMB_WIDTH = 480
-FILM_WIDTH = 240
-MAX_FILM_FRAMES = 80  # per episode: bounds the report's size on long trajectories
-MAX_LOG_CHARS = 8000
+
 # Episodes shown whole (screens, filmstrip, logs), failures first; the rest as one line each, so a
 # run of hundreds of episodes stays a page a browser opens at once.
 MAX_DETAILED_EPISODES = 60
-FAILURES = {"fail", "timeout", "agent_error"}
-ERRORS = {"verifier_error", "infra_error"}
+MAX_LIST = 20_000  # characters of a list in the provenance (a suite's task ids)
 
 
 def write_reports(out_dir: Path) -> tuple[Path, Path]:
-    """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths."""
+    """Writes DIR/report.html and DIR/junit.xml from what DIR holds; returns their paths. Each is
+    rendered and written on its own, through a temporary file renamed into place: one that fails
+    leaves the file as it was and does not stop the other; the first failure is then re-raised."""
     if not is_run_folder(out_dir):
         raise not_a_run_folder(out_dir)
     run = read_json(out_dir / "run.json")
     records = ResultLog(out_dir).latest()  # none yet when the run was stopped before any episode ended
     html_path, junit_path = out_dir / "report.html", out_dir / "junit.xml"
-    _atomic_write(html_path, render_html(out_dir, run, _summary(run, records), records))
-    _atomic_write(junit_path, render_junit(run, records))
+    renders: list[tuple[Path, Callable[[], str]]] = [
+        (html_path, lambda: render_html(out_dir, run, _summary(run, records), records)),
+        (junit_path, lambda: render_junit(run, records))]
+    failed: list[Exception] = []
+    for path, render in renders:
+        try:
+            _atomic_write(path, render())
+        except Exception as exc:  # noqa: BLE001 - re-raised below, once the other file is written
+            log.error("could not write %s: %s", path, failure(exc))
+            failed.append(exc)
+    if failed:
+        raise failed[0]
     return html_path, junit_path
 
 
@@ -103,17 +115,29 @@ def planned_trials(run: dict) -> int | None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """TEXT as UTF-8 at PATH, through a temporary file beside it renamed into place: a reader sees
+    the old file or the new one, never a part. A code point UTF-8 cannot carry (a lone surrogate
+    that got this far) becomes "?" rather than failing the write."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(text.encode("utf-8", errors="replace"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> dict:
     """A run folder's JSON file (run.json), or {} when it is missing or unreadable."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
         return {}
+    return found if isinstance(found, dict) else {}
 
 
 def run_label(run: dict, fallback: str) -> str:
@@ -158,20 +182,32 @@ table.tasks td:last-child{max-width:420px;color:#57606a}
 def render_html(out_dir: Path, run: dict, summary: dict, records: list[EpisodeRecord]) -> str:
     """The report, for a reader at a glance first: the verdict, then a coloured task table with each
     task's failures and instruction, then the episodes under their tasks (failures first, collapsed),
-    and the provenance last."""
-    e = _escape
-    overall = summary["overall"]
+    and the provenance last. Each section, task row and episode is rendered on its own: one that
+    fails says so in its place, and the rest of the page stands."""
     suite = run.get("suite", {}).get("name", out_dir.name)
     agent = run_label(run, "?")
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {e(suite)} / {e(agent)}</title>"
-             f"<style>{CSS}</style></head><body>",
-             f"<h1>{e(suite)}: agent {e(agent)}</h1>", _verdict(summary), _incomplete(summary),
-             "<h2>Tasks</h2>", _task_table(summary, records, task_instructions(run))]
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>cu-run: {_escape(suite, 200)} / "
+             f"{_escape(agent, 200)}</title><style>{CSS}</style></head><body>",
+             f"<h1>{_escape(suite, 200)}: agent {_escape(agent, 200)}</h1>",
+             _section("verdict", _verdict, summary), _section("completeness", _incomplete, summary),
+             "<h2>Tasks</h2>",
+             _section("task table", lambda: _task_table(summary, records, task_instructions(run)))]
     if _is_cluster(summary):
-        parts += ["<h2>Hosts</h2>", _host_table(summary["hosts"])]
-    parts += ["<h2>Summary</h2>", _summary_table(overall), "<h2>Episodes</h2>", _episodes_by_task(out_dir, summary, records),
-              "<h2>Provenance</h2>", _provenance(run), "</body></html>"]
+        parts += ["<h2>Hosts</h2>", _section("host table", _host_table, summary["hosts"])]
+    parts += ["<h2>Summary</h2>", _section("summary", _summary_table, summary["overall"]),
+              "<h2>Episodes</h2>", _section("episodes", _episodes_by_task, out_dir, summary, records),
+              "<h2>Provenance</h2>", _section("provenance", _provenance, run), "</body></html>"]
     return "\n".join(parts)
+
+
+def _section(name: str, render: Callable[..., str], *args: object) -> str:
+    """RENDER(*ARGS), or a line saying why the NAME could not be rendered."""
+    try:
+        return render(*args)
+    except Exception as exc:  # noqa: BLE001 - one part of the page must not cost the run its report
+        why = failure(exc)
+        log.warning("report.html: the %s could not be rendered: %s", name, why)
+        return f"<p class='warn'>The {name} could not be rendered: {html.escape(why)}</p>"
 
 
 def task_instructions(run: dict) -> dict[str, str]:
@@ -204,7 +240,7 @@ def _verdict(summary: dict) -> str:
 def _episodes_by_task(out_dir: Path, summary: dict, records: list[EpisodeRecord]) -> str:
     """Each task's episodes in a group, the task's failures first: a group open where the task failed,
     with its first failure open; everything else collapsed. Past MAX_DETAILED_EPISODES, episodes are
-    one line each."""
+    one line each. Each episode is rendered on its own (report_episode)."""
     order = {"pass": 2}
     detailed = 0
     groups = []
@@ -215,21 +251,15 @@ def _episodes_by_task(out_dir: Path, summary: dict, records: list[EpisodeRecord]
         lines = []
         for number, r in enumerate(mine):
             if detailed < MAX_DETAILED_EPISODES:
-                lines.append(_episode(out_dir, r, open_=number == 0 and r.outcome != "pass"))
+                lines.append(report_episode.details(out_dir, r, open_=number == 0 and r.outcome != "pass"))
                 detailed += 1
             else:
-                lines.append(_episode_line(r))
+                lines.append(report_episode.line(r))
         failed = any(r.outcome != "pass" for r in mine)  # a task with a failure is open, its first failure too
-        groups.append(f"<details class='task' id='task-{_escape(task_id)}'{' open' if failed else ''}><summary>"
-                      f"<b>{_escape(task_id)}</b>: "
+        groups.append(f"<details class='task' id='task-{_escape(task_id, 200)}'{' open' if failed else ''}><summary>"
+                      f"<b>{_escape(task_id, 200)}</b>: "
                       f"{counts['passes']} of {counts['scored']} passed</summary>" + "\n".join(lines) + "</details>")
     return "\n".join(groups)
-
-
-def _episode_line(r: EpisodeRecord) -> str:
-    e = _escape
-    return (f"<p id='{e(r.task_id)}-{r.trial}'>#{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
-            f"{e(r.reason)} ({r.duration_s:.0f} s); its files: <code>{e(r.task_id)}/{r.trial}/</code></p>")
 
 
 def _rate(c: dict) -> str:
@@ -275,11 +305,11 @@ def _value(value: object) -> str:
                 for k, v in value.items() if v not in (None, [], {}, "")]
         return "<table class='facts'>" + "".join(rows) + "</table>"
     if isinstance(value, list):
-        return _escape(", ".join(str(v) for v in value))
-    text = str(value)
-    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
-        return f"<code title='{text}'>{text[:16]}...</code>"  # a sha256: short, the whole on hover
-    return _escape(text)
+        return _escape(", ".join(str(v) for v in value), MAX_LIST)
+    shown = str(value)
+    if len(shown) == 64 and all(c in "0123456789abcdef" for c in shown):
+        return f"<code title='{shown}'>{shown[:16]}...</code>"  # a sha256: short, the whole on hover
+    return _escape(shown)
 
 
 def _is_cluster(summary: dict) -> bool:
@@ -290,7 +320,7 @@ def _host_table(hosts: dict) -> str:
     """Per host of a cluster run: a machine with many infra errors or slow phases stands out."""
     rows = []
     for name, h in hosts.items():
-        medians = ", ".join(f"{p} {v:.1f} s" for p, v in h["phase_medians"].items())
+        medians = ", ".join(f"{text(p, 60)} {seconds(v)}" for p, v in h["phase_medians"].items())
         bad = " class='infra_error'" if h["infra_error"] else ""
         rows.append(f"<tr><td>{_escape(name)}</td><td>{h['episodes']}</td><td{bad}>{h['infra_error']}</td>"
                     f"<td>{h['attempts']}</td><td>{_escape(medians)}</td></tr>")
@@ -303,151 +333,28 @@ def _task_table(summary: dict, records: list[EpisodeRecord], instructions: dict[
             "<th>checkpoints</th><th>not scored</th><th>violations</th><th>instruction</th></tr>")
     rows = []
     for task_id, c in summary["tasks"].items():
-        o = c["outcomes"]
-        flaky = " <span class='warn'>flaky</span>" if c["flaky"] else ""
-        if not c.get("tamper_proof", True):
-            flaky += " <span class='warn'>not tamper-proof</span>"
-        if c.get("live_state"):
-            flaky += " <span class='warn' title='verified with the desktop alive: kept programs answered'>live state</span>"
-        progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
-        # Green for a task always passed, red for one never passed, between for the rest.
-        colour = "" if c["rate"] is None else f" style='background:hsl({round(120 * c['rate'])},70%,90%)'"
-        reasons = collections.Counter(r.reason or r.outcome for r in records if r.task_id == task_id and r.outcome != "pass")
-        why = "<br>".join(f"{_escape(reason[:160])}" + (f" (x{n})" if n > 1 else "") for reason, n in reasons.most_common(3))
-        instruction = instructions.get(task_id, "")
-        short = instruction if len(instruction) <= 140 else instruction[:140] + "..."
-        rows.append(f"<tr><td><a href='#task-{_escape(task_id)}'>{_escape(task_id)}</a></td>"
-                    f"<td{colour}>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{why or '-'}</td>"
-                    f"<td>{progress}</td><td>{o['verifier_error'] + o['infra_error']}</td><td>{c['violations']}</td>"
-                    f"<td title='{_escape(instruction)}'>{_escape(short)}</td></tr>")
+        try:
+            rows.append(_task_row(task_id, c, [r for r in records if r.task_id == task_id], instructions.get(task_id, "")))
+        except Exception as exc:  # noqa: BLE001 - one task's row must not cost the others theirs
+            rows.append(f"<tr><td>{_escape(task_id, 200)}</td><td colspan='7' class='warn'>could not be rendered: "
+                        f"{html.escape(failure(exc))}</td></tr>")
     return head + "".join(rows) + "</table>"
 
 
-def _episode(out_dir: Path, r: EpisodeRecord, open_: bool = False) -> str:
-    e = _escape
-    ep = out_dir / r.task_id / str(r.trial)
-    parts = [f"<details id='{e(r.task_id)}-{r.trial}'{' open' if open_ else ''}><summary>"
-             f"<b>{e(r.task_id)}</b> #{r.trial}: <span class='{e(r.outcome)}'>{e(r.outcome)}</span> "
-             f"{e(r.reason)} ({r.duration_s:.0f} s)"
-             f"{' <span class=warn>intervened: a person used the mouse or keyboard</span>' if r.intervened else ''}"
-             "</summary>"]
-    if r.phases:
-        parts.append("<p>phases: " + e(", ".join(f"{k} {v:.1f} s" for k, v in r.phases.items())) + "</p>")
-    shots = [(name, ep / f"{name}.png") for name in ("initial", "final")]
-    figures = [f"<figure>{_img(path, THUMB_WIDTH)}<figcaption>{name}</figcaption></figure>"
-               for name, path in shots if path.is_file()]
-    if figures:
-        parts.append("<div class='shots'>" + "".join(figures) + "</div>")
-    if r.violations:
-        parts.append("<h3>Safety violations</h3><ul>" + "".join(
-            f"<li><b>{e(v.get('rule', ''))}</b> (step {e(str(v.get('step')))}): {e(v.get('detail', ''))}</li>"
-            for v in r.violations) + "</ul>")
-    if r.changed:
-        parts.append("<h3>Changed outside the allowed paths</h3><ul>" +
-                     "".join(f"<li>{e(c)}</li>" for c in r.changed) + "</ul>")
-    if r.checkpoints:
-        parts.append("<h3>Checkpoints</h3><ul>" + "".join(
-            f"<li>{e(name)}: <span class='{'pass' if ok else 'fail'}'>{'pass' if ok else 'fail'}</span></li>"
-            for name, ok in r.checkpoints.items()) + "</ul>")
-    parts.append(_recording_link(ep))
-    parts.append(_filmstrip(ep))
-    for log in ("verify.log", "agent.log", "setup.log"):
-        if (ep / log).is_file():
-            text = (ep / log).read_text(errors="replace")[-MAX_LOG_CHARS:]
-            parts.append(f"<h3>{e(log)}</h3><pre>{e(text)}</pre>")
-    parts.append("</details>")
-    return "\n".join(parts)
-
-
-def _filmstrip(ep: Path) -> str:
-    entries = read_trajectory(ep / "trajectory.jsonl")
-    if not entries:
-        return ""
-    frames, shown, last_shot = [], 0, None
-    for entry in entries:
-        shot = entry.get("screenshot")
-        image = ""
-        if shot and (ep / shot).is_file():
-            last_shot = ep / shot
-            if shown < MAX_FILM_FRAMES:
-                image, shown = _img(last_shot, FILM_WIDTH), shown + 1
-        elif (marks := _marks(entry)) and last_shot is not None and shown < MAX_FILM_FRAMES:
-            # Where a click, drag or scroll went, drawn on the screen as the agent last saw it.
-            image, shown = _img(last_shot, FILM_WIDTH, marks), shown + 1
-        args = json.dumps(entry.get("arguments", {}), ensure_ascii=False)[:200]
-        label = "human" if entry.get("intervention") else f"{entry.get('step')}. {entry.get('tool', '')}"
-        frames.append(f"<div class='frame'>{image}<b>{_escape(str(label))}"
-                      f"</b><br>{_escape(args)}<br><i>{_escape(str(entry.get('result', ''))[:120])}</i> "
-                      f"({entry.get('duration_s', 0):.2f} s)</div>")
-    return f"<h3>Trajectory ({len(entries)} steps)</h3><div class='film'>" + "".join(frames) + "</div>"
-
-
-def _recording_link(ep: Path) -> str:
-    """A link to the episode's screen recording (run --record), relative to the report beside it."""
-    if not (ep / RECORDING).is_file():
-        return ""
-    href = f"{ep.parent.name}/{ep.name}/{RECORDING}"
-    return f"<p><a href='{_escape(href)}'>screen recording</a> ({(ep / RECORDING).stat().st_size / 2**20:.1f} MiB)</p>"
-
-
-def _marks(entry: dict) -> list[tuple[int, ...]]:
-    """The points (x, y) or the line (x1, y1, x2, y2) a pointer step acted on, in screen pixels."""
-    args = entry.get("arguments") or {}
-    try:
-        if entry.get("action") == "drag":
-            return [(int(args["x1"]), int(args["y1"]), int(args["x2"]), int(args["y2"]))]
-        if entry.get("action") in ("click", "scroll", "move"):
-            return [(int(args["x"]), int(args["y"]))]
-    except (KeyError, TypeError, ValueError):
-        pass
-    return []
-
-
-def _img(path: Path, width: int, marks: tuple[tuple[int, ...], ...] | list[tuple[int, ...]] = ()) -> str:
-    """An <img> with the picture inline: a JPEG thumbnail WIDTH pixels wide, MARKS drawn on it
-    (a ring at each point, a line with a ring at its end for each drag)."""
-    try:
-        image = PILImage.open(path).convert("RGB")
-        if marks:
-            draw = ImageDraw.Draw(image)
-            radius = max(6, image.width // 80)
-            for mark in marks:
-                if len(mark) == 4:
-                    draw.line(mark, fill=(255, 0, 0), width=max(2, radius // 3))
-                x, y = mark[-2], mark[-1]
-                draw.ellipse((x - radius, y - radius, x + radius, y + radius), outline=(255, 0, 0), width=max(2, radius // 3))
-        image.thumbnail((width, width * 4))
-        buffer = io.BytesIO()
-        image.save(buffer, format="JPEG", quality=70)
-    except OSError:
-        return f"<p>(unreadable {_escape(path.name)})</p>"
-    data = base64.b64encode(buffer.getvalue()).decode()
-    return f"<img alt='{_escape(path.name)}' width='{image.width}' src='data:image/jpeg;base64,{data}'>"
-
-
-# -- JUnit
-
-def render_junit(run: dict, records: list[EpisodeRecord]) -> str:
-    suite_name = run.get("suite", {}).get("name", "cu-run")
-    failures = sum(1 for r in records if r.outcome in FAILURES)
-    errors = sum(1 for r in records if r.outcome in ERRORS)
-    root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", {
-        "name": suite_name, "tests": str(len(records)), "failures": str(failures), "errors": str(errors),
-        "time": f"{sum(r.duration_s for r in records):.1f}"})
-    for r in records:
-        # Guest text reaches every field below (a reason, a violation's detail, a checkpoint's name):
-        # each goes through xml_text, so no code point can make the file unparseable.
-        case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"{suite_name}.{r.task_id}"),
-                                                 "name": xml_text(f"{r.task_id} trial {r.trial}"),
-                                                 "time": f"{r.duration_s:.1f}"})
-        if r.outcome in FAILURES:
-            ET.SubElement(case, "failure", {"type": r.outcome, "message": xml_text(r.reason or r.outcome)})
-        elif r.outcome in ERRORS:
-            ET.SubElement(case, "error", {"type": r.outcome, "message": xml_text(r.reason or r.outcome)})
-        notes = [f"violation {v.get('rule')}: {v.get('detail')}" for v in r.violations]
-        notes += [f"checkpoint {k}: {'pass' if ok else 'fail'}" for k, ok in r.checkpoints.items()]
-        if notes:
-            ET.SubElement(case, "system-out").text = xml_text("\n".join(notes))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+def _task_row(task_id: str, c: dict, mine: list[EpisodeRecord], instruction: str) -> str:
+    o = c["outcomes"]
+    flaky = " <span class='warn'>flaky</span>" if c["flaky"] else ""
+    if not c.get("tamper_proof", True):
+        flaky += " <span class='warn'>not tamper-proof</span>"
+    if c.get("live_state"):
+        flaky += " <span class='warn' title='verified with the desktop alive: kept programs answered'>live state</span>"
+    progress = "-" if c["checkpoint_progress"] is None else f"{c['checkpoint_progress']:.2f}"
+    # Green for a task always passed, red for one never passed, between for the rest.
+    colour = "" if c["rate"] is None else f" style='background:hsl({round(120 * c['rate'])},70%,90%)'"
+    reasons = collections.Counter(r.reason or r.outcome for r in mine if r.outcome != "pass")
+    why = "<br>".join(_escape(reason, 160) + (f" (x{n})" if n > 1 else "") for reason, n in reasons.most_common(3))
+    short = instruction if len(instruction) <= 140 else instruction[:140] + "..."
+    return (f"<tr><td><a href='#task-{_escape(task_id, 200)}'>{_escape(task_id, 200)}</a></td>"
+            f"<td{colour}>{c['passes']}/{c['scored']}</td><td>{_rate(c)}{flaky}</td><td>{why or '-'}</td>"
+            f"<td>{progress}</td><td>{o['verifier_error'] + o['infra_error']}</td><td>{c['violations']}</td>"
+            f"<td title='{_escape(instruction)}'>{_escape(short)}</td></tr>")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import threading
@@ -43,6 +44,42 @@ class EpisodeRecord:
     check_errors: list[str] = field(default_factory=list)  # checkpoints and safety checks that could not decide
     host: str = LOCAL_HOST  # the cu-run host it ran on: "local", or a cluster host's name
     intervened: bool = False  # a person took the mouse or keyboard in the live view (--live-control)
+
+
+# Each field of a record and the types its JSON value may have (an int is no bool here).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "task_id": (str,), "trial": (int,), "outcome": (str,), "reason": (str,), "duration_s": (int, float),
+    "slot": (int,), "attempts": (int,), "started_at": (str,), "ended_at": (str,), "phases": (dict,),
+    "checkpoints": (dict,), "violations": (list,), "changed": (list,), "check_errors": (list,), "host": (str,),
+    "intervened": (bool,)}
+
+
+def parse_record(data: object) -> EpisodeRecord:
+    """The record a results.jsonl line holds, every field of the type this runner writes (a duration
+    may still be NaN: readers check its range); ValueError naming the first field that is not."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    for key, value in data.items():
+        types = FIELD_TYPES.get(key)
+        if types is None:
+            raise ValueError(f"an unknown field {str(key)[:40]!r}")
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ValueError(f"{key} is a {type(value).__name__}")
+    if data.get("outcome") not in OUTCOMES:
+        raise ValueError(f"an unknown outcome {str(data.get('outcome'))[:40]!r}")
+    if not all(isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+               for k, v in data.get("phases", {}).items()):
+        raise ValueError("a phase that is not a name and a number of seconds")
+    if not all(isinstance(k, str) and isinstance(v, bool) for k, v in data.get("checkpoints", {}).items()):
+        raise ValueError("a checkpoint that is not a name and true or false")
+    if not all(isinstance(v, dict) for v in data.get("violations", [])):
+        raise ValueError("a violation that is not an object")
+    if not all(isinstance(c, str) for key in ("changed", "check_errors") for c in data.get(key, [])):
+        raise ValueError("a changed path or a check error that is not a string")
+    try:
+        return EpisodeRecord(**data)
+    except TypeError as exc:  # a field missing
+        raise ValueError(str(exc)) from None
 
 
 def keep_record(results: ResultLog, record: EpisodeRecord, on_record: Callable[[EpisodeRecord], None]) -> None:
@@ -82,11 +119,17 @@ class ResultLog:
         if not self.path.exists():
             return []
         found = []
-        for line in self.path.read_text(errors="replace").splitlines():
-            try:
-                found.append(EpisodeRecord(**json.loads(line)))
-            except (ValueError, TypeError):
+        for number, line in enumerate(self.path.read_text(errors="replace").split("\n"), 1):
+            if not line.strip():
                 continue
+            try:
+                data = json.loads(line)
+            except (ValueError, RecursionError):
+                continue  # torn by a crash mid-write
+            try:
+                found.append(parse_record(data))
+            except ValueError as exc:
+                log.warning("%s line %d is skipped: %s", self.path, number, exc)
         return found
 
     def finished(self) -> set[tuple[str, int]]:
@@ -153,8 +196,8 @@ def by_host(records: list[EpisodeRecord]) -> dict:
             "episodes": len(mine),
             "infra_error": sum(1 for r in mine if r.outcome == "infra_error"),
             "attempts": sum(r.attempts for r in mine),
-            "phase_medians": {p: round(statistics.median(r.phases[p] for r in mine if p in r.phases), 3)
-                              for p in phases},
+            "phase_medians": {p: round(statistics.median(finite), 3) for p in phases
+                              if (finite := [r.phases[p] for r in mine if math.isfinite(r.phases.get(p, math.nan))])},
         }
     return hosts
 
