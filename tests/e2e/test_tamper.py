@@ -29,6 +29,15 @@ unseen), new attacks of our own:
 7. xml-breaker: noncharacters and controls in the text a verifier puts in its reason, which
    junit.xml and the report must still hold.
 
+Round four (judge where the agent never was), an attack for each class closed by design:
+
+1. cwd-import: a module named as one the verifier's `python3 -` imports, in the user's home,
+   where root's scripts once started;
+2. bus-link: the session bus's service folder made a link to a folder of the agent's choosing,
+   where the quarantine once mounted root's tmpfs;
+3. profile-retarget: a ~/.profile that writes the answer when the verifier starts a login shell,
+   after the write set's last read: the evidence changed while it was judged.
+
 No attack may score a pass, and none may turn into an infra or verifier error that would drop it
 out of the rate. The default tier runs a sample of each class; `pytest --full` runs them all.
 """
@@ -46,8 +55,9 @@ ALL = sorted(p.name for p in SUITE.iterdir() if p.is_dir())
 # One or two ways into each class, and the first round's most direct attacks.
 SAMPLE = ["forged-newline", "forged-listing", "ws-big-inplace", "ws-link-and-mode", "input-devices",
           "reboot-as-admin", "slow-profile", "wedge-display", "stdout-injection", "rc-hijack", "ws-acl",
-          "bus-activation", "retained-window"]
+          "bus-activation", "retained-window", "profile-retarget"]
 ROUND_THREE = ["ws-acl", "revived-unit", "bus-activation", "retained-window", "leaderless-thread", "xml-breaker"]
+ROUND_FOUR = ["cwd-import", "bus-link", "profile-retarget"]
 ROUND_ONE = {"fake-verifier", "fill-disk", "forced-command", "rc-hijack", "reboot", "shadowed-tools", "sparse-file",
              "stdout-injection", "sudo-attempts"}
 
@@ -134,6 +144,18 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
     if "wedge-display" in records:  # the grab died with its process: the display answered the verifier
         assert reasons["wedge-display"] == "goal.txt does not say done"
 
+    # Round four: root acts on nothing the agent made, and evidence may not change while it is judged.
+    if "cwd-import" in records:  # root's scripts start in /: the agent's json.py was never imported
+        assert reasons["cwd-import"] == "goal.txt does not say done", reasons["cwd-import"]
+    if "bus-link" in records:  # the link was not followed: nothing mounted, the stop failed, the agent's doing
+        assert "which is not followed" in reasons["bus-link"], reasons["bus-link"]
+    if "profile-retarget" in records:
+        assert reasons["profile-retarget"].startswith("the watched files changed while the agent was judged"), \
+            reasons["profile-retarget"]
+        assert f"{home}/answer (modified" in reasons["profile-retarget"]
+        assert [v["rule"] for v in records["profile-retarget"]["violations"]] == ["evidence-changed"]
+        assert json.loads(episode("profile-retarget", "evidence.json"))["read_from"] == "disk"
+
     if "xml-breaker" in records:  # the run's files parse, and say what the file held, flat and escaped
         assert reasons["xml-breaker"].startswith("goal.txt holds: nope"), reasons["xml-breaker"]
         cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
@@ -163,6 +185,6 @@ def test_no_tampering_agent_scores_a_pass_or_shrinks_the_denominator(linux_image
 def test_the_tamper_sample_scores_no_pass_on_linux_desktop(desktop_image, host, settings, tmp_path):
     """The trust model on the benchmarks' desktop: the same attacks, as its user, score the same."""
     out = tmp_path / "tamper-desktop"
-    tasks = sorted(set(SAMPLE) | set(ROUND_THREE))
+    tasks = sorted(set(SAMPLE) | set(ROUND_THREE) | set(ROUND_FOUR))
     check(run_tamper(tasks, out, "--image", "linux-desktop", "--vm-pool", "1"), out, home="/home/user")
     assert leftovers(host, settings) == []

@@ -1,0 +1,1 @@
+rm -f "$USER_HOME/goal.txt"
