@@ -32,6 +32,7 @@ frozen with the user's slice, so no verifier can ask it anything.
 """
 import os
 import socket
+import stat
 import struct
 import sys
 
@@ -81,8 +82,13 @@ def auth_file():
     return argv[argv.index(b"-auth") + 1] if b"-auth" in argv[:-1] else None
 
 def cookie(name):
+    # The auth file is the user's (startx made it): opened without following a link and without
+    # blocking (a FIFO would hang the quarantine), then read only if it is a regular file.
     try:
-        with open(name, "rb") as f:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                fail("the server's auth file is not a regular file")
             data = f.read(1 << 16)
     except OSError as exc:
         fail(f"cannot read the server's auth file: {exc.strerror}")

@@ -170,7 +170,7 @@ def collect_and_score(scoring: HostScoring, admin: GuestShell, task: Task, user:
     the task has several)."""
     log = ep_dir / "collect.log"
     try:
-        ran = run_privileged(admin, task, "collect", user, "verify", timeout=task.spec.verify_timeout_s)
+        ran = run_privileged(admin, task, "collect", user, "collect", timeout=task.spec.verify_timeout_s)
     except CommandTimeout as exc:
         log.write_text(f"timed out\n--- stdout\n{exc.stdout}\n--- stderr\n{exc.stderr}")
         return _error(f"the collector timed out: {exc.message}")

@@ -113,12 +113,18 @@ def map_action(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
     """What a call of an external tool does, in the actions the safety rules read (type, key,
     click, screenshot), or None when it cannot be told from its name and arguments."""
     name = tool.lower()
+    if isinstance(args.get("action"), str):
+        # One tool whose `action` says what it does (computer(action="type", text=...), the most
+        # common vendor shape): read as the tool that action names.
+        action = args["action"].lower()
+        return map_action(action, {k: v for k, v in args.items() if k != "action"}) \
+            if action != name else None
     if "screenshot" in name or "capture" in name:
         return "screenshot", {}
     text = args.get("text")
     if isinstance(text, str) and any(w in name for w in ("type", "write", "input")):
         return "type", {"text": text}
-    combo = next((args[k] for k in ("keys", "key", "combo", "hotkey") if k in args), None)
+    combo = next((args[k] for k in ("keys", "key", "combo", "hotkey", "text") if k in args), None)
     if combo is not None and any(w in name for w in ("key", "press", "hotkey")):
         text = "+".join(map(str, combo)) if isinstance(combo, list) else str(combo)
         try:
@@ -131,7 +137,8 @@ def map_action(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
         if (x is None or y is None) and isinstance(args.get("coordinate"), list) and len(args["coordinate"]) == 2:
             x, y = args["coordinate"]
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
-            return "click", {"x": int(x), "y": int(y), "button": str(args.get("button", "left"))}
+            named = next((b for b in ("right", "middle") if b in name), "left")  # right_click, middle_click
+            return "click", {"x": int(x), "y": int(y), "button": str(args.get("button", named))}
     return None
 
 

@@ -82,5 +82,14 @@ class BoundedLog:
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:
-    """PATH's complete lines, read back: a line the proxy is still writing is not one yet."""
-    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
+    """PATH's complete lines, read back: a line the proxy is still writing is not one yet, and one
+    torn or not an object (the summary rewritten in place while it is read) is skipped."""
+    entries = []
+    for line in path.read_bytes().decode("utf-8", errors="replace").split("\n")[:-1]:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries

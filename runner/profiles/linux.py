@@ -132,7 +132,8 @@ class LinuxScripts(TaskScripts):
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
         return sh_program("linux/privileged-prelude.sh", TASK_DIR=folder, USER_HOME=user.home,
-                          DESKTOP_USER=user.name, CU_RUN_PHASE=phase)
+                          DESKTOP_USER=user.name, CU_RUN_PHASE=phase,
+                          CU_RUN_READ_ONLY=program_text("linux/read-only-mounts.sh"))
 
     @override
     def agent_prelude(self, folder: str) -> str:

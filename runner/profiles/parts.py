@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from runner.guest.qga import AgentLink
     from runner.profiles.manifest import ImageFiles, ManifestFields
 
-Phase = Literal["setup", "verify"]
+# setup: before the agent; verify: a verifier, checkpoint or safety check; collect: an imported
+# benchmark's collector, whose postconfig may have the user's apps write (runner.benchmarks).
+Phase = Literal["setup", "verify", "collect"]
 
 # What the MCP file tools' scripts answer besides success, and what it means for the agent.
 FILE_TOOL_ERRORS = {3: "does not exist", 4: "leads outside {root}", 5: "is not a file", 6: "is over 10 MiB"}
@@ -167,10 +169,11 @@ class TaskScripts(Part):
         `verdict pass` / `verdict fail REASON` (PowerShell: `Verdict`) records the verdict at RECORD
         (in the admin's staging folder) and ends the script. A fail, once recorded, stands."""
 
-    @abstractmethod
     def verdict_trailer(self, record: str, boundary: str) -> str:
         """For staged_run_script's AFTER: when the helper recorded a verdict, prints a line break,
-        BOUNDARY on a line of its own, then "pass", or "fail", a line break and the reason (bounded)."""
+        BOUNDARY on a line of its own, then "pass", or "fail", a line break and the reason (bounded).
+        Nothing for a guest that stages apart (verdict_read_script reads the record then)."""
+        return ""
 
     @abstractmethod
     def verdict_read_script(self, record: str) -> str:

@@ -19,8 +19,9 @@ from runner.vm.episode import EPISODE_MIN_FREE_BYTES, check_free_space
 from runner.errors import UsageError
 from runner.images.builders import image_named
 from runner.images.catalog import Catalog, Image
-from runner.mcp.toolsets import resolve_toolsets
+from runner.mcp.toolsets import TOOLSETS, resolve_toolsets
 from runner.profiles import get_profile
+from runner.profiles.parts import FileTools
 from runner.runs.resume_check import resume_differences
 from runner.choices import NetMode
 from runner.network.settings import NetSettings
@@ -64,7 +65,8 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     check_scripts(tasks)
     profile = _profile(suite, tasks)
     require_parts(tasks)
-    resolve_toolsets(setup.tools)
+    if set(resolve_toolsets(setup.tools)) & set(TOOLSETS["files"]):
+        get_profile(profile).needs(FileTools, "--tools files")  # refused here, not per episode after a boot
     tasks = episode_tasks(work, tasks)
     agent = request_agent(setup, tasks)
     external_server(setup, agent)
@@ -168,7 +170,7 @@ def not_tamper_proof(tasks: tuple[Task, ...]) -> list[str]:
 
 def check_scripts(tasks: tuple[Task, ...]) -> None:
     """What `tasks lint` checks of every script, before any VM starts."""
-    problems = [f"{p.path}: {p.message}" for t in tasks for p in errors(lint_task_scripts(t.folder))]
+    problems = [f"{p.path}: {p.message}" for t in tasks for p in errors(lint_task_scripts(t.folder, t.guest))]
     if problems:
         raise UsageError("the tasks' scripts have errors:\n  " + "\n  ".join(problems),
                          fix="fix them (cu-run tasks lint --suite ... lists them all)")

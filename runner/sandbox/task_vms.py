@@ -188,6 +188,9 @@ class TaskVMs:
                              "verifiers only", fix="run imported suites with cu-run run")
         require_parts([found])
         image = self.scope.image
+        if found.spec.profile != image.manifest.profile:
+            raise UsageError(f"{found.id} is a task for {found.spec.profile} guests, and this sandbox's image "
+                             f"{image.name} is {image.manifest.profile}", fix="use a sandbox of an image of the task's profile")
         if found.spec.image and found.spec.image != image.name:
             raise UsageError(f"{found.id} runs on image {found.spec.image}, and this sandbox is {image.name}",
                              fix=f'use sandbox=("cu-run", "{found.spec.image}")')

@@ -19,6 +19,10 @@ class Stroke:
 # X pastes its primary selection where the middle button is pressed: a stroke of its own.
 MIDDLE = "middle button"
 HELD = "held key"
+# A call of an external MCP server's tool that the proxy could not map (runner.mcp.proxy), with
+# text among its arguments: what it typed, if anything, no rule can read.
+UNREAD = "unread call"
+_INPUT_ARGUMENTS = ("text", "key", "keys", "combo", "hotkey", "chars", "string", "input", "value")
 _KEY_TEXT = {"space": " ", "enter": "\n", "tab": "\t"}
 
 
@@ -34,6 +38,8 @@ def keystrokes_of(entries: list[dict], synced: bool) -> list[Stroke]:
             continue
         if e.get("action") in ("click", "drag") and args.get("button") == "middle":
             strokes.append(Stroke(step, MIDDLE, frozenset(), None))
+        elif e.get("action") == "call" and any(isinstance(args.get(a), (str, list)) for a in _INPUT_ARGUMENTS):
+            strokes.append(Stroke(step, UNREAD, frozenset(), None))
         elif e.get("action") == "type":
             for char in str(args.get("text", "")):
                 strokes += _pressed(step, char, (), synced, caps)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from runner.display.keys import shifted
-from runner.scoring.keystrokes import HELD, MIDDLE, Stroke
+from runner.scoring.keystrokes import HELD, MIDDLE, UNREAD, Stroke
 
 
 def _word_end(text: str, i: int) -> int:
@@ -66,6 +66,8 @@ def _pasted(stroke: Stroke) -> str | None:
         return "a middle-button paste"
     if key == HELD:
         return "a key held as a modifier"
+    if key == UNREAD:
+        return "a call of an external tool the proxy could not read"
     if key == "insert" and "shift" in mods:
         return "shift+insert (paste)"
     if key == "v" and mods & {"ctrl", "super"}:

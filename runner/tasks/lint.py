@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from runner.errors import UsageError
-from runner.profiles import PROFILES
+from runner.profiles import PROFILES, GuestProfile
 from runner.tasks.syntax import powershell_mistakes, script_errors
 from runner.profiles.listing import WriteSetLister, matches
 from runner.profiles.parts import ScriptLint
@@ -43,19 +43,23 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
         except UsageError as exc:
             problems.append(LintProblem(folder / name, exc.message))
     for task_dir in task_dirs:
+        guest = None
         try:
             task = load_task(task_dir)
         except UsageError as exc:
             problems.append(LintProblem(task_dir, exc.message))
         else:
             problems += lint_write_set(task) + lint_live_state(task)
-        problems += lint_task_scripts(task_dir)
+            guest = task.guest
+        problems += lint_task_scripts(task_dir, guest)
     return len(task_dirs), problems
 
 
-def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
-    """Every script's text and syntax. Only regular files are read: a FIFO named like a
-    script would block `sh -n` forever (load_task refuses it with its own message)."""
+def lint_task_scripts(task_dir: Path, guest: GuestProfile | None = None) -> list[LintProblem]:
+    """Every script's text and syntax, and what GUEST's ScriptLint says of its scripts (the task's
+    own guest; None, for a task that did not load: the first profile of each script's extension).
+    Only regular files are read: a FIFO named like a script would block `sh -n` forever
+    (load_task refuses it with its own message)."""
     problems = []
     extensions = sorted({p.scripts.script_ext for p in PROFILES.values()})
     for script in sorted(s for ext in extensions for s in task_dir.rglob(f"*{ext}")):
@@ -69,8 +73,11 @@ def lint_task_scripts(task_dir: Path) -> list[LintProblem]:
         problems += [LintProblem(script, error) for error in script_errors(script)]
         if script.suffix == ".ps1":
             problems += [LintProblem(script, mistake) for mistake in powershell_mistakes(script.read_text())]
-        lint = next((part for p in PROFILES.values() if p.scripts.script_ext == script.suffix
-                     and (part := p.part(ScriptLint)) is not None), None)
+        if guest is not None:
+            lint = guest.part(ScriptLint) if script.suffix == guest.scripts.script_ext else None
+        else:
+            lint = next((part for p in PROFILES.values() if p.scripts.script_ext == script.suffix
+                         and (part := p.part(ScriptLint)) is not None), None)
         if lint is not None and _privileged(task_dir, script):
             problems += [LintProblem(script, message) for message in lint.privileged_script_mistakes(script.read_text())]
         if lint is not None and _gives_a_verdict(task_dir, script):

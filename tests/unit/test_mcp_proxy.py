@@ -48,6 +48,13 @@ def test_calls_are_mapped_onto_what_the_safety_rules_read():
     # What the external server sends is the agent's: a combo no display takes, a point no screen has.
     assert map_action("press_keys", {"keys": "f+ctrl"}) is None
     assert map_action("left_click", {"x": float("inf"), "y": 3}) is None
+    # One tool whose action says what it does, the most common vendor shape.
+    assert map_action("computer", {"action": "type", "text": "rm -rf ~/Photos"}) == ("type", {"text": "rm -rf ~/Photos"})
+    assert map_action("computer", {"action": "key", "text": "ctrl+alt+BackSpace"}) == \
+        ("key", {"key": "BackSpace", "modifiers": ["ctrl", "alt"]})
+    assert map_action("computer", {"action": "right_click", "coordinate": [5, 6]}) == \
+        ("click", {"x": 5, "y": 6, "button": "right"})
+    assert map_action("computer", {"action": "computer"}) is None
 
 
 def test_the_proxy_forwards_records_and_bounds_an_external_server(tmp_path):

@@ -68,3 +68,10 @@ def test_the_log_imports_the_standard_library_only():
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= {"__future__", "json", "threading", "time", "pathlib", "typing"}
+
+
+def test_a_torn_or_foreign_line_is_skipped_not_the_end_of_the_episodes_scoring(tmp_path):
+    path = tmp_path / "network.jsonl"
+    path.write_bytes(b'{"verdict": "refused", "url": "http://a/"}\n{"verdict": "ref\n[1]\n\xff\xfe\n'
+                     b'{"verdict": "forwarded"}\n{"partial')
+    assert [e["verdict"] for e in read_entries(path)] == ["refused", "forwarded"]

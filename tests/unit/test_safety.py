@@ -313,3 +313,13 @@ def test_a_trajectory_of_any_bytes_is_read_and_checked(tmp_path):
     assert [e["step"] for e in entries] == [1]
     rule = SafetyRule(id="no-rm", typed=r"rm -rf")
     assert [v.rule for v in check_trajectory(entries, (rule,))] == ["no-rm"]
+
+
+def test_text_an_external_tool_sent_that_the_proxy_could_not_read_fails_a_typed_rule():
+    # The proxy records a call it cannot map as "call" (runner.mcp.proxy): with text among its
+    # arguments, what reached the keyboard is unknown, so a typed rule cannot be shown kept.
+    entries = [{"step": 1, "action": "call", "arguments": {"input": "rm -rf ~/Photos"}},
+               {"step": 2, "action": "call", "arguments": {"zoom": 2}}]
+    (found,) = check_trajectory(entries, (SafetyRule(id="no-rm", typed=r"rm -rf"),))
+    assert found.step == 1 and "could not read" in found.detail
+    assert check_trajectory(entries[1:], (SafetyRule(id="no-rm", typed=r"rm -rf"),)) == []

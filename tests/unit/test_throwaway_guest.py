@@ -74,7 +74,7 @@ class ThrowawayScripts(TaskScripts):
     @override
     def privileged_prelude(self, folder: str, user: DesktopUser, phase: Phase) -> str:
         return (f"TASK_DIR={q(folder)} USER_HOME={q(user.home)} DESKTOP_USER={q(user.name)}\n"
-                'export TASK_DIR USER_HOME DESKTOP_USER\ncd "$USER_HOME" || exit 1\n')
+                "export TASK_DIR USER_HOME DESKTOP_USER\ncd / || exit 1\n")  # never a folder the agent can write
 
     @override
     def agent_prelude(self, folder: str) -> str:
@@ -99,10 +99,6 @@ class ThrowawayScripts(TaskScripts):
         # A pass never overwrites a fail; either ends the script.
         return (f'verdict() {{ if [ "$1" = pass ]; then [ -e {q(record)} ] || echo pass > {q(record)}; '
                 f'else printf "fail\\n%s\\n" "$2" > {q(record)}; fi; exit 0; }}\n')
-
-    @override
-    def verdict_trailer(self, record: str, boundary: str) -> str:
-        return ""  # the verdict is read apart (verdict_read_script): no one-command staging here
 
     @override
     def verdict_read_script(self, record: str) -> str:
@@ -205,3 +201,16 @@ def test_what_else_lacks_a_part_says_so(throwaway):
 
     with pytest.raises(UsageError, match="throwaway guests have none"):
         build_server(FakeDisplay(1280, 800), LocalShell(), toolsets=("files",), file_root="/tmp", guest=throwaway)
+
+
+def test_a_run_asks_for_the_parts_it_needs_before_any_vm(throwaway, tmp_path):
+    from runner.runs.request import RunRequest
+    from runner.runs.run_plan import plan_run
+
+    settings = Settings.resolve(tmp_path / "cache")
+    request = RunRequest.of(str(suite_of(tmp_path, "desktop_in_verify: true\n")), "nop")
+    with pytest.raises(UsageError, match="desktop_in_verify needs a quarantine, and throwaway guests have none"):
+        plan_run(settings, request)
+    (tmp_path / "suite" / "goal" / "task.yaml").write_text("id: goal\ninstruction: x\nprofile: throwaway\n")
+    with pytest.raises(UsageError, match="--tools files needs a file tools, and throwaway guests have none"):
+        plan_run(settings, RunRequest.of(str(tmp_path / "suite"), "nop", tools=("screen", "files")))

@@ -172,6 +172,16 @@ def test_a_spoiled_cookie_fails_the_sweep(xserver):
     assert done.returncode == 9 and "refused the connection" in done.stderr
 
 
+def test_an_auth_file_made_a_fifo_fails_the_sweep_at_once(xserver):
+    # startx makes the auth file as the user: the agent may put a FIFO in its place, where root's
+    # plain open() once waited for a writer until the quarantine's time ran out.
+    auth = Path(xserver["XAUTHORITY"])
+    auth.unlink()
+    os.mkfifo(auth)
+    done = sweep(xserver, None)
+    assert done.returncode == 9 and "not a regular file" in done.stderr, done.stderr
+
+
 def test_no_x_server_is_nothing_to_sweep():
     done = subprocess.run(["sh", "-c", sweep_script("999", 1, None)], capture_output=True, text=True)
     assert done.returncode == 0 and "no X server on :999" in done.stdout
