@@ -36,7 +36,8 @@ Round four (judge where the agent never was), an attack for each class closed by
 2. bus-link: the session bus's service folder made a link to a folder of the agent's choosing,
    where the quarantine once mounted root's tmpfs;
 3. profile-retarget: a ~/.profile that writes the answer when the verifier starts a login shell,
-   after the write set's last read: the evidence changed while it was judged.
+   after the write set's last read (now it can write nowhere, and the evidence is listed again
+   after the verifier: runner/scoring/evidence.py, whose unit tests change it for real).
 
 No attack may score a pass, and none may turn into an infra or verifier error that would drop it
 out of the rate. The default tier runs a sample of each class; `pytest --full` runs them all.
@@ -149,12 +150,10 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
         assert reasons["cwd-import"] == "goal.txt does not say done", reasons["cwd-import"]
     if "bus-link" in records:  # the link was not followed: nothing mounted, the stop failed, the agent's doing
         assert "which is not followed" in reasons["bus-link"], reasons["bus-link"]
-    if "profile-retarget" in records:
-        assert reasons["profile-retarget"].startswith("the watched files changed while the agent was judged"), \
-            reasons["profile-retarget"]
-        assert f"{home}/answer (modified" in reasons["profile-retarget"]
-        assert [v["rule"] for v in records["profile-retarget"]["violations"]] == ["evidence-changed"]
-        assert json.loads(episode("profile-retarget", "evidence.json"))["read_from"] == "disk"
+    if "profile-retarget" in records:  # the login shell's ~/.profile could write nowhere (verify's read-only
+        # as_user), so the verifier read what the stop left; and the evidence, listed again, had not moved
+        assert reasons["profile-retarget"] == "answer says nope", reasons["profile-retarget"]
+        assert json.loads(episode("profile-retarget", "evidence.json")) == {"read_from": "disk", "moved_while_judged": []}
 
     if "xml-breaker" in records:  # the run's files parse, and say what the file held, flat and escaped
         assert reasons["xml-breaker"].startswith("goal.txt holds: nope"), reasons["xml-breaker"]
