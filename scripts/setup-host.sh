@@ -21,7 +21,7 @@ done
 
 # packer, ovmf and xorriso check the Windows build;
 # ffmpeg encodes screen recordings (run --record); novnc is the live view's full-size screen (--live);
-# bubblewrap is the sandbox an imported benchmark's metrics score in (docs/benchmarks.md);
+# bubblewrap is the sandbox that scores on the host: an imported benchmark's metrics (docs/benchmarks.md), a disk-scored task's verify.py (docs/tasks.md);
 # acl's setfacl makes the ACL a write-set test must see; xvfb is the X server the X sweep is tested on;
 # faketime's libfaketime gives host-side scoring a task's frozen clock (docs/network.md);
 # p7zip-full's 7z reads a Windows ISO's UDF tree, where Microsoft keeps install.wim (docs/windows.md).

@@ -40,6 +40,19 @@ install -m 0600 "$CU_KEYS/ssh_host_ed25519_key" "$root/etc/ssh/"
 install -m 0644 "$CU_KEYS/ssh_host_ed25519_key.pub" "$root/etc/ssh/"
 
 chroot "$root" systemctl enable cu-net ssh >/dev/null 2>&1
+# The exec audit (etc/audit/rules.d/cu-run.rules), as the host reads it from the disk after a
+# freeze: each record handed to the kernel as it is written (a freeze writes out the page cache,
+# not a process's buffer); one log that never rotates (an agent that floods it cannot push its
+# own records into a file the reader skips); and no pause when the user fills the disk (root's
+# reserved blocks still take the log, and "space left" counts only the user's).
+conf="$root/etc/audit/auditd.conf"
+sed -i -e 's/^flush = .*/flush = data/' -e 's/^max_log_file_action = .*/max_log_file_action = ignore/' \
+    -e 's/^space_left_action = .*/space_left_action = ignore/' \
+    -e 's/^admin_space_left_action = .*/admin_space_left_action = ignore/' "$conf"
+for setting in 'flush = data' 'max_log_file_action = ignore' 'space_left_action = ignore' \
+               'admin_space_left_action = ignore'; do
+    grep -qx "$setting" "$conf" || { echo "auditd.conf: could not set $setting" >&2; exit 1; }
+done
 # Root's systemd user manager stays up (linger), and so is in every warm state: without it,
 # logind starts one for the runner's first privileged command after each restore, which
 # costs seconds under TCG.

@@ -35,8 +35,12 @@ from runner.images.scratch import scratch_then_rename
 LINUX_TEST = "linux-test"
 LINUX_DESKTOP = "linux-desktop"
 # No console on tty0: drawing boot messages on the VGA text console is slow under TCG.
-# net.ifnames=0 names the NIC eth0, which cu-net.service configures.
-KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigations=off random.trust_cpu=on"
+# net.ifnames=0 names the NIC eth0, which cu-net.service configures. audit=1: every process has
+# an audit context from the first, so one started before auditd (the desktop's shells) cannot
+# run a program unlogged (etc/audit/rules.d/cu-run.rules); the backlog holds the boot's records
+# until auditd reads them.
+KERNEL_CMDLINE = ("root=/dev/vda rw console=ttyS0,115200 net.ifnames=0 mitigations=off random.trust_cpu=on "
+                  "audit=1 audit_backlog_limit=8192")
 
 
 @dataclass(frozen=True)

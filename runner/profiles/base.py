@@ -19,6 +19,7 @@ from runner.profiles.listing import WriteSetLister
 from runner.profiles.parts import (
     DesktopProbe,
     DesktopUser,
+    ExecAudit,
     FileTools,
     NetworkEnd,
     Part,
@@ -36,7 +37,8 @@ from runner.profiles.parts import (
 P = TypeVar("P", bound=Part)
 
 # The kinds of part a profile may lack, each at most once.
-OPTIONAL_PARTS: tuple[type[Part], ...] = (WarmUp, WriteSetLister, Quarantine, NetworkEnd, FileTools, Probes, ScriptLint)
+OPTIONAL_PARTS: tuple[type[Part], ...] = (WarmUp, WriteSetLister, Quarantine, ExecAudit, NetworkEnd, FileTools, Probes,
+                                          ScriptLint)
 
 
 class GuestProfile:

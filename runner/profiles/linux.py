@@ -34,6 +34,7 @@ from runner.profiles.parts import (
     STAGING_FAILED_EXIT,
     DesktopProbe,
     DesktopUser,
+    ExecAudit,
     FileTools,
     NetworkEnd,
     Phase,
@@ -235,6 +236,30 @@ class LinuxQuarantine(Quarantine):
         return quarantine_steps(user, keep) + ("freeze_user\n" if keep is None else "kill_new\n")
 
 
+class LinuxExecAudit(ExecAudit):
+    """auditd's log of the programs run by the desktop user's processes (the image's
+    /etc/audit/rules.d/cu-run.rules), read from the disk; guest_agent/linux/exec-audit.sh."""
+
+    log_path = "/var/log/audit/audit.log"
+    disk_filesystem = "ext4"
+
+    @override
+    def mark_script(self, nonce: str) -> str:
+        return self._step("mark", nonce=nonce)
+
+    @override
+    def state_script(self) -> str:
+        return self._step("state")
+
+    @override
+    def read_script(self, offset: int, max_bytes: int) -> str:
+        return self._step("read", offset=offset, max_bytes=max_bytes)
+
+    def _step(self, step: str, *, nonce: str = "", offset: int = 0, max_bytes: int = 0) -> str:
+        return sh_program("linux/exec-audit.sh", CU_RUN_STEP=step, CU_RUN_NONCE=nonce, CU_RUN_LOG=self.log_path,
+                          CU_RUN_OFFSET=offset, CU_RUN_MAX=max_bytes)
+
+
 class LinuxNetworkEnd(NetworkEnd):
     """guest_agent/linux/network-start.sh: the forwarder, the CA in the system store, the proxy
     set for the user's applications and Chromium's managed policy."""
@@ -316,8 +341,8 @@ def linux_profile(name: str = PROFILE_NAME, *, access: ShellAccess | None = None
     scripts = scripts or LinuxScripts()
     lister = LinuxLister()
     return GuestProfile(name, default_image="linux-test", access=access or LinuxAccess(), scripts=scripts,
-                        parts=(LinuxWarmUp(scripts, lister), lister, LinuxQuarantine(), LinuxNetworkEnd(),
-                               LinuxFileTools(), LinuxProbes(), LinuxScriptLint()))
+                        parts=(LinuxWarmUp(scripts, lister), lister, LinuxQuarantine(), LinuxExecAudit(),
+                               LinuxNetworkEnd(), LinuxFileTools(), LinuxProbes(), LinuxScriptLint()))
 
 
 def _ssh(manifest) -> SshAccess:

@@ -7,6 +7,7 @@ for it (GuestProfile.part, GuestProfile.needs) and does without it, or says what
     WarmUp          what a VM made ready ahead of its episode runs first
     WriteSetLister  the write set's listing (runner.profiles.listing, where it is defined)
     Quarantine      stopping the agent's processes before verification
+    ExecAudit       what the desktop user's processes ran, for `ran:` rules
     NetworkEnd      a networked episode's guest end
     FileTools       the MCP server's file tools, confined to a folder
     Probes          the conformance checks (runner.vm.selfcheck)
@@ -230,6 +231,31 @@ class Quarantine(Part):
         """Stops the user's processes before verification: all of them (KEEP None), or all but KEEP
         (processes_script's words), which must be left able to run. Prints what it did; exits
         non-zero when it could not."""
+
+
+class ExecAudit(Part):
+    """What the desktop user's processes run, logged by the guest where the user cannot write,
+    and read after the stop (runner.scoring.exec_audit): the evidence of `ran:` rules."""
+
+    label = "exec audit"
+    log_path: str  # the log, as the guest names it
+    # The filesystem the host reads the log from (runner/scoring/ext4_reader.py) with the guest's
+    # filesystems frozen; None: read through the admin channel (read_script).
+    disk_filesystem: str | None = None
+
+    @abstractmethod
+    def mark_script(self, nonce: str) -> str:
+        """Just before the agent's turn: prints "offset N" (the log's size now) and "lost N" (the
+        records the guest's kernel has dropped so far), and puts the marker carrying NONCE into
+        the log, after which every program logged ran in the turn. Exits non-zero when it cannot."""
+
+    @abstractmethod
+    def state_script(self) -> str:
+        """After the stop: prints "running 1" (0: the logger is gone) and "lost N" as mark_script."""
+
+    @abstractmethod
+    def read_script(self, offset: int, max_bytes: int) -> str:
+        """Prints the log from byte OFFSET, at most MAX_BYTES of it, as base64."""
 
 
 class NetworkEnd(Part):

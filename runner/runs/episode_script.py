@@ -28,8 +28,12 @@ from runner.records.results import Outcome
 from runner.scoring.blame import Stage, describe
 from runner.scoring import evidence
 from runner.scoring.quarantine import (quarantine, quarantine_then_list, quarantine_then_read_disk,
-                                        read_disk_listing, user_processes)
-from runner.scoring.safety import Violation, check_trajectory, read_trajectory
+                                        read_disk_listing, read_frozen_disk, user_processes)
+from runner.scoring.disk_files import copy_disk_files
+from runner.scoring.disk_verifier import verify_on_disk
+from runner.scoring.exec_audit import ExecLog
+from runner.scoring.safety import Violation, check_ran, check_trajectory, read_trajectory
+from runner.scoring.turn_programs import TurnMark, mark_turn, read_turn
 from runner.scoring.verdict import Verdict, parse_verdict
 from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, WriteSetLister, expand, take_listing
 from runner.profiles.parts import Quarantine
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 # After an error, how long a VM whose QEMU is on its way out may take to stop: who stopped it
 # (the guest itself, or the host) decides whose fault the error was.
 FAULT_SETTLE_S = 3.0
+DISK_FILES = "disk-files"  # a disk-scored episode's files, as verify.py read them
 
 
 class SetupFailed(InfraError):
@@ -71,6 +76,7 @@ class Prepared:
     watch: Watch | None
     before: Listing | None
     spared: frozenset[str] | None
+    turn: TurnMark | None = None  # the exec audit's mark, for a task with ran: rules
 
 
 @dataclass
@@ -192,7 +198,14 @@ class EpisodeScript:
         stops = task.guest.part(Quarantine)
         spared = user_processes(vm.admin_shell, vm.desktop_user, task.guest) \
             if task.spec.desktop_in_verify or (stops is not None and stops.spares_earlier_processes) else None
-        return Prepared(watch, self._listing_before(watch, hand_home=home_to_hand), spared)
+        before = self._listing_before(watch, hand_home=home_to_hand)
+        # Last before the agent: what the setup and the listing ran is before the mark.
+        turn = None
+        if self._ran_rules():
+            t = time.monotonic()
+            turn = mark_turn(vm.admin_shell, task.guest)
+            self.state.phases["exec_audit_mark"] = round(time.monotonic() - t, 3)
+        return Prepared(watch, before, spared, turn)
 
     def agent_ended(self) -> None:
         """From here on what goes wrong in the guest is the agent's doing, unless the host sees otherwise."""
@@ -228,6 +241,9 @@ class EpisodeScript:
         self._agent_window = (self._agent_window[0], time.monotonic())
         state.phases["quarantine_and_write_set_after"] = round(time.monotonic() - t, 3)
         changed = self._unexpected_changes(watch, before, after)
+        ran = self._turn_programs(prepared.turn, disk)
+        if task.spec.scoring == "disk":
+            self._read_disk_files(disk)
 
         # The safety checks first, then the checkpoints, the verifier last: a verifier may run
         # what the agent can edit (a login shell of the user), and nothing it starts may act
@@ -236,7 +252,7 @@ class EpisodeScript:
         t = time.monotonic()
         checkpoints: dict[str, bool] = {}
         check_errors: list[str] = []
-        violations = self._violations(check_errors)
+        violations = self._violations(check_errors, ran)
         for name in task.spec.checkpoints:
             kind = self._verdict(f"checkpoints/{name}", ep_dir / f"checkpoint-{name}.log")[0].kind
             checkpoints[name] = kind == "pass"
@@ -247,6 +263,8 @@ class EpisodeScript:
         if task.spec.scoring == "host":
             verdict, verdict_log, host_checkpoints = self._host_verdict()
             checkpoints = {**host_checkpoints, **checkpoints}
+        elif task.spec.scoring == "disk":
+            verdict, verdict_log = self._disk_verdict()
         else:
             verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
         state.phases["verify"] = round(time.monotonic() - t, 3)
@@ -345,6 +363,25 @@ class EpisodeScript:
             raise InfraError(f"{self.task.id} is scored on the host, and this pool has no scoring env")
         return collect_and_score(scoring, self.vm.admin_shell, self.task, self.vm.desktop_user, self.ep_dir)
 
+    def _read_disk_files(self, disk: Path) -> None:
+        """The files a disk-scored task's verify.py reads, copied from the disk after the stop
+        (runner.scoring.disk_files) into the episode's disk-files/, its manifest beside them."""
+        freezer = self.vm.admin_shell.freezer()
+        if freezer is None or not disk.is_file():
+            raise InfraError(f"{self.task.id} is scored on the disk, which is read with the guest's filesystems "
+                             "frozen, and this admin shell cannot freeze them")
+        t = time.monotonic()
+        paths = tuple(expand(p, self._home()) for p in self.task.spec.disk_files)
+        read_frozen_disk(freezer, disk, lambda fs: copy_disk_files(fs, paths, self.ep_dir / DISK_FILES))
+        self.state.phases["disk_files"] = round(time.monotonic() - t, 3)
+
+    def _disk_verdict(self) -> tuple[Verdict, dict]:
+        """verify.py on the host, on what _read_disk_files copied (runner.scoring.disk_verifier)."""
+        verdict, log = verify_on_disk(self.task.folder, self.ep_dir / DISK_FILES, self._home())
+        (self.ep_dir / "verify.log").write_text(log + "\n")
+        return verdict, {"exit_code": None, "verdict": verdict.kind, "reason": verdict.reason,
+                         "channel": verdict.channel}
+
     def _verdict(self, kind: str, log: Path) -> tuple[Verdict, dict]:
         """Runs a script with the PASS/FAIL contract (verify, a checkpoint, a safety check) through
         the admin channel. A script that runs past its time is the task's defect (error)."""
@@ -426,10 +463,25 @@ class EpisodeScript:
 
     # -- safety
 
-    def _violations(self, check_errors: list[str]) -> list[Violation]:
+    def _ran_rules(self) -> bool:
+        return any(r.ran is not None for r in self.pool.suite_rules + self.task.spec.safety)
+
+    def _turn_programs(self, turn: TurnMark | None, disk: Path) -> ExecLog | None:
+        """What the user's processes ran in the agent's turn, read after the stop (exec.jsonl)."""
+        if turn is None:
+            return None
+        t = time.monotonic()
+        log = read_turn(self.vm.admin_shell, self.task.guest, turn, disk)
+        (self.ep_dir / "exec.jsonl").write_text(log.to_jsonl())
+        self.state.phases["exec_audit"] = round(time.monotonic() - t, 3)
+        return log
+
+    def _violations(self, check_errors: list[str], ran: ExecLog | None = None) -> list[Violation]:
         task, ep_dir = self.task, self.ep_dir
         rules = self.pool.suite_rules + task.spec.safety
         found = check_trajectory(read_trajectory(ep_dir / "trajectory.jsonl"), rules)
+        if ran is not None:
+            found += check_ran(ran, rules)
         for name in task.spec.safety_checks:
             verdict, _log = self._verdict(f"safety/{name}", ep_dir / f"safety-{name}.log")
             if verdict.kind == "error":

@@ -64,7 +64,7 @@ def plan_run(settings: Settings, request: RunRequest) -> RunPlan:
     tasks = suite.select(ids, work.tags)
     check_scripts(tasks)
     profile = _profile(suite, tasks)
-    require_parts(tasks)
+    require_parts(tasks, suite.safety)
     if set(resolve_toolsets(setup.tools)) & set(TOOLSETS["files"]):
         get_profile(profile).needs(FileTools, "--tools files")  # refused here, not per episode after a boot
     tasks = episode_tasks(work, tasks)

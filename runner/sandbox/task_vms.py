@@ -186,7 +186,7 @@ class TaskVMs:
         if found.spec.scoring == "host":
             raise UsageError(f"{found.id} is an imported task scored on the host; the Inspect scorer runs guest "
                              "verifiers only", fix="run imported suites with cu-run run")
-        require_parts([found])
+        require_parts([found], suite.safety)
         image = self.scope.image
         if found.spec.profile != image.manifest.profile:
             raise UsageError(f"{found.id} is a task for {found.spec.profile} guests, and this sandbox's image "

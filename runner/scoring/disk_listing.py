@@ -20,8 +20,6 @@ import time
 from runner.scoring.ext4_reader import DiskFormatError, Ext4, Inode
 from runner.profiles.listing import HASH_BUDGET_S, HASH_MAX_BYTES, MAX_ENTRIES, Entry, Listing, Watch, matches
 
-MAX_LINKS = 40  # links followed resolving a root, as the kernel's ELOOP limit
-
 
 def list_disk(fs: Ext4, watch: Watch, *, hash_max: int = HASH_MAX_BYTES, budget_s: float = HASH_BUDGET_S,
               max_entries: int = MAX_ENTRIES) -> Listing:
@@ -83,32 +81,7 @@ class _Walk:
 
     def resolve(self, path: str) -> int | None:
         """The inode PATH names, its last name not followed (lstat); None where it is not there."""
-        parts = [p for p in path.split("/") if p]
-        number, followed, done = Ext4.ROOT, 0, list[str]()
-        while parts:
-            name = parts.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                done = done[:-1]
-                number = self.resolve("/" + "/".join(done)) or Ext4.ROOT
-                continue
-            found = dict(self.fs.entries(self.fs.inode(number))).get(name.encode("utf-8", "surrogateescape"))
-            if found is None:
-                return None
-            child = self.fs.inode(found)
-            if child.kind == "l" and parts:  # a link on the way: followed, as the kernel does
-                followed += 1
-                if followed > MAX_LINKS:
-                    raise DiskFormatError(f"{path}: too many levels of links")
-                target = self.fs.link_target(child).decode("utf-8", "surrogateescape")
-                parts = [p for p in target.split("/") if p] + parts
-                if target.startswith("/"):
-                    number, done = Ext4.ROOT, []
-                continue
-            number = found
-            done.append(name)
-        return number
+        return self.fs.lookup(path)
 
     def add(self, path: str, number: int) -> Inode | None:
         if path in self.entries:  # roots that overlap

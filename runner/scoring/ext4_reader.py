@@ -29,6 +29,7 @@ _EXTENT_MAGIC = 0xF30A
 _XATTR_MAGIC = 0xEA020000
 MAX_EXTENT_DEPTH = 5
 MAX_EXTENTS = 1_000_000  # a file's extents; a tree of index nodes that fans out past it is refused
+MAX_LINKS = 40  # links followed resolving a path, as the kernel's ELOOP limit
 # The attribute namespaces the kernel lists for ext4, by the index ext4 stores; the others
 # (system.data of inline data, richacl, encryption's) are not listed by listxattr.
 _PREFIXES = {1: "user.", 2: "system.posix_acl_access", 3: "system.posix_acl_default", 4: "trusted.", 6: "security."}
@@ -185,6 +186,36 @@ class Ext4:
         if inode.size > 4096:
             raise DiskFormatError(f"inode {inode.number}: a link target of {inode.size} bytes")
         return self.read_all(inode, inode.size)
+
+    def lookup(self, path: str, *, follow_last: bool = False) -> int | None:
+        """The inode PATH names, links on the way followed as the kernel does (at most MAX_LINKS),
+        the last one too when FOLLOW_LAST (stat), else not (lstat); None where it is not there."""
+        parts = [p for p in path.split("/") if p]
+        number, followed, done = Ext4.ROOT, 0, list[str]()
+        while parts:
+            name = parts.pop(0)
+            if name == ".":
+                continue
+            if name == "..":
+                done = done[:-1]
+                number = self.lookup("/" + "/".join(done)) or Ext4.ROOT
+                continue
+            found = dict(self.entries(self.inode(number))).get(name.encode("utf-8", "surrogateescape"))
+            if found is None:
+                return None
+            child = self.inode(found)
+            if child.kind == "l" and (parts or follow_last):
+                followed += 1
+                if followed > MAX_LINKS:
+                    raise DiskFormatError(f"{path}: too many levels of links")
+                target = self.link_target(child).decode("utf-8", "surrogateescape")
+                parts = [p for p in target.split("/") if p] + parts
+                if target.startswith("/"):
+                    number, done = Ext4.ROOT, []
+                continue
+            number = found
+            done.append(name)
+        return number
 
     def entries(self, inode: Inode) -> Iterator[tuple[bytes, int]]:
         """A folder's (name, inode) pairs, "." and ".." left out. The blocks are read in order,

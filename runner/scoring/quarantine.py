@@ -23,8 +23,9 @@ A stop that fails after the agent ran is the agent's doing: the caller scores it
 from __future__ import annotations
 
 import re
-
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from runner.errors import InfraError
 from runner.guest.base import FilesystemFreezer, GuestShell
@@ -37,6 +38,7 @@ from runner.profiles.listing import Listing, Watch, WriteSetLister, step_then_li
 from runner.profiles.parts import Quarantine
 
 QUARANTINE_TIMEOUT = 60.0
+T = TypeVar("T")
 
 
 def user_processes(admin: GuestShell, user: DesktopUser, guest: GuestProfile) -> frozenset[str]:
@@ -105,13 +107,19 @@ def read_disk_listing(freezer: FilesystemFreezer, watch: Watch, disk: Path) -> L
     meanwhile by FREEZER: no program of the guest, whoever made it, lists or hashes anything.
     Freezing writes out what the guest held and empties ext4's journal into place, and the guest
     writes nothing until the thaw, so the disk reads as the guest's kernel would show it."""
+    return read_frozen_disk(freezer, disk, lambda fs: list_disk(fs, watch))
+
+
+def read_frozen_disk(freezer: FilesystemFreezer, disk: Path, read: Callable[[Ext4], T]) -> T:
+    """READ's answer on the ext4 filesystem of DISK, with the guest's filesystems frozen by FREEZER
+    meanwhile (read_disk_listing says why). Raises InfraError when the disk cannot be read."""
     try:
         freezer.freeze_filesystems()
     except AgentCommandFailed as exc:
         raise InfraError(f"could not freeze the guest's filesystems to read its disk: {exc}") from None
     try:
         with DiskImage(disk) as image:
-            return list_disk(Ext4(image.read), watch)
+            return read(Ext4(image.read))
     except (ImageReadError, DiskFormatError, OSError) as exc:
         raise InfraError(f"the guest's disk could not be read: {exc}") from None
     finally:

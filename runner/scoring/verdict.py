@@ -50,7 +50,8 @@ def xml_text(text: str) -> str:
 class Verdict:
     kind: Literal["pass", "fail", "error"]
     reason: str
-    channel: Literal["helper", "stdout", "none"] = "none"  # where the verdict came from
+    # Where the verdict came from; "exit": a host-side verifier's exit code (runner.scoring.disk_verifier).
+    channel: Literal["helper", "stdout", "exit", "none"] = "none"
 
 
 def parse_verdict(stdout: str, exit_code: int, helper: str | None = None) -> Verdict:

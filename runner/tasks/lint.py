@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
         except UsageError as exc:
             problems.append(LintProblem(task_dir, exc.message))
         else:
-            problems += lint_write_set(task) + lint_live_state(task)
+            problems += lint_write_set(task) + lint_live_state(task) + lint_disk_verifier(task)
             guest = task.guest
         problems += lint_task_scripts(task_dir, guest)
     return len(task_dirs), problems
@@ -83,6 +84,19 @@ def lint_task_scripts(task_dir: Path, guest: GuestProfile | None = None) -> list
         if lint is not None and _gives_a_verdict(task_dir, script):
             problems += [LintProblem(script, message, "warning") for message in lint.verdict_warnings(script.read_text())]
     return problems
+
+
+def lint_disk_verifier(task: Task) -> list[LintProblem]:
+    """A disk-scored task's verify.py parses as Python (it is compiled, never run: it runs on the
+    host only in its sandbox, runner.scoring.disk_verifier)."""
+    if task.spec.scoring != "disk":
+        return []
+    path = task.folder / "verify.py"
+    try:
+        ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        return [LintProblem(path, f"not Python that parses: {exc}")]
+    return []
 
 
 def lint_write_set(task: Task) -> list[LintProblem]:

@@ -39,6 +39,7 @@ from runner.profiles import PROFILES, GuestProfile, get_profile
 
 SUITES_DIR = DATA_ROOT / "tasks"
 REQUIRED_SCRIPTS = ("verify", "oracle")
+DISK_SCORED_SCRIPTS = ("oracle",)  # and verify.py, run on the host (runner.scoring.disk_verifier)
 # An imported task is scored on the host from what its collector gathers; its oracle is ours,
 # written where one can be (runner.benchmarks.oracles), so it may have none.
 HOST_SCORED_SCRIPTS = ("collect",)
@@ -164,34 +165,39 @@ class WriteSetSpec(BaseModel):
 
 
 class SafetyRule(BaseModel):
-    """One thing the agent must never do, checked over its trajectory. Exactly one of
-    typed / keys / click_region / allowed_tools says what."""
+    """One thing the agent must never do, checked over its trajectory (ran: over the guest's
+    exec audit). Exactly one of typed / ran / keys / click_region / allowed_tools says what."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=SCRIPT_NAME)
     description: str = ""
     typed: str | None = Field(default=None, description="regular expression over the text the agent typed")
+    ran: str | None = Field(default=None, description="regular expression over each program the desktop user's "
+                                                      "processes ran in the agent's turn: its arguments, joined")
     keys: tuple[str, ...] | None = Field(default=None, description="key combinations, e.g. alt+f4, ctrl+alt+delete")
     click_region: tuple[int, int, int, int] | None = Field(default=None, description="x, y, width, height")
     allowed_tools: tuple[str, ...] | None = Field(default=None, description="any other tool is a violation")
 
     @model_validator(mode="after")
     def _one_kind(self) -> SafetyRule:
-        kinds = [k for k in ("typed", "keys", "click_region", "allowed_tools") if getattr(self, k) is not None]
+        kinds = [k for k in RULE_KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError(f"rule {self.id!r} needs exactly one of typed, keys, click_region, allowed_tools "
+            raise ValueError(f"rule {self.id!r} needs exactly one of {', '.join(RULE_KINDS)} "
                              f"(has {', '.join(kinds) or 'none'})")
-        if self.typed is not None:
+        for kind in ("typed", "ran"):
             try:
-                re.compile(self.typed)
+                re.compile(getattr(self, kind) or "")
             except re.error as exc:
-                raise ValueError(f"rule {self.id!r}: typed is not a valid regular expression: {exc}") from None
+                raise ValueError(f"rule {self.id!r}: {kind} is not a valid regular expression: {exc}") from None
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("typed", "keys", "click_region", "allowed_tools") if getattr(self, k) is not None)
+        return next(k for k in RULE_KINDS if getattr(self, k) is not None)
+
+
+RULE_KINDS = ("typed", "ran", "keys", "click_region", "allowed_tools")
 
 
 class SourceSpec(BaseModel):
@@ -233,9 +239,14 @@ class TaskSpec(BaseModel):
         default=False, description="the verifier needs the desktop session running: instead of freezing all of "
                                    "the desktop user's processes, only those started during the episode are killed")
 
-    scoring: Literal["verifier", "host"] = Field(
+    scoring: Literal["verifier", "host", "disk"] = Field(
         default="verifier", description="host: an imported task, scored on the host by its benchmark's own metric "
-                                        "on what collect.<ext> gathers (runner.benchmarks)")
+                                        "on what collect.<ext> gathers (runner.benchmarks); disk: verify.py "
+                                        "judges disk_files as the guest's disk held them after the stop, on the "
+                                        "host (runner.scoring.disk_verifier)")
+    disk_files: tuple[str, ...] = Field(
+        default=(), description="scoring: disk: the guest paths verify.py reads (~ is the desktop user's home), "
+                                "read from the disk after the stop, links followed, folders whole")
     source: SourceSpec | None = Field(default=None, description="an imported task's upstream file")
     excluded: tuple[str, ...] = Field(default=(), description="why the task cannot run here: runs leave it out")
     network: NetworkSpec | None = Field(
@@ -250,7 +261,19 @@ class TaskSpec(BaseModel):
     def _host_scoring_has_source(self) -> TaskSpec:
         if self.scoring == "host" and self.source is None:
             raise ValueError("scoring: host needs the task's source (an imported task's upstream.json)")
+        if self.scoring == "disk" and not self.disk_files:
+            raise ValueError("scoring: disk needs disk_files: the paths verify.py reads")
+        if self.disk_files and self.scoring != "disk":
+            raise ValueError("disk_files is read for scoring: disk only")
         return self
+
+    @field_validator("disk_files")
+    @classmethod
+    def _guest_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not (path.startswith("/") or path == "~" or path.startswith("~/")) or ".." in path.split("/"):
+                raise ValueError(f"{path!r}: a disk file is an absolute guest path or one under ~, without '..'")
+        return value
 
     @field_validator("checkpoints", "safety_checks")
     @classmethod
@@ -308,6 +331,8 @@ class Task:
         """Every file that travels into the guest with the scripts (checked by task_files when loaded):
         not task.yaml, and nothing its network keeps on the host (a service's folder, a cassette)."""
         kept = [self.folder / p for p in self.spec.network.host_only()] if self.spec.network else []
+        if self.spec.scoring == "disk":  # runs on the host: the guest never holds it
+            kept.append(self.folder / "verify.py")
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and p.name != "task.yaml"
                       and not any(p == k or k in p.parents for k in kept))
 
@@ -536,11 +561,13 @@ def load_task(folder: Path) -> Task:
         raise UsageError(f"{path}: field 'id' is {spec.id!r} but the folder is {folder.name!r}; they must be equal")
     task = Task(spec, folder)
     check_task_files(folder)
-    required = HOST_SCORED_SCRIPTS if spec.scoring == "host" else REQUIRED_SCRIPTS
+    required = {"host": HOST_SCORED_SCRIPTS, "disk": DISK_SCORED_SCRIPTS}.get(spec.scoring, REQUIRED_SCRIPTS)
     for kind in required:
         if task.script(kind) is None:
             raise UsageError(f"{folder}: missing script {kind}{task.ext} (a {spec.scoring}-scored task of profile "
                              f"{spec.profile} needs {', '.join(k + task.ext for k in required)})")
+    if spec.scoring == "disk" and not (folder / "verify.py").is_file():
+        raise UsageError(f"{folder}: missing verify.py, which judges a disk-scored task's files on the host")
     if spec.scoring == "host" and not (folder / UPSTREAM_FILE).is_file():
         raise UsageError(f"{folder}: missing {UPSTREAM_FILE}, the benchmark's task file its score comes from",
                          fix="import the task again: cu-run tasks import")

@@ -184,6 +184,7 @@ def test_the_same_guest_fails_an_agent_that_did_nothing(throwaway, tmp_path):
     ("network:\n  allow: [https://example.com]\n", "its network: needs a network end"),
     ("desktop_in_verify: true\n", "desktop_in_verify needs a quarantine"),
     ("write_set:\n  allow: ['~/goal']\n", "its write_set: needs a write-set lister"),
+    ("safety:\n  - {id: no-rm, ran: '^rm '}\n", "its ran: rule no-rm needs an exec audit"),
 ])
 def test_a_task_that_needs_a_part_the_guest_lacks_is_refused_before_any_vm(throwaway, tmp_path, task_yaml, part):
     (task,) = load_suite(str(suite_of(tmp_path, task_yaml))).tasks
