@@ -1,0 +1,1 @@
+echo nope > "$USER_HOME/goal.txt"
