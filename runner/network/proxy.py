@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from runner.choices import NetMode
-from runner.errors import InfraError, UsageError
+from runner.errors import HostFault, InfraError, UsageError
 from runner.frozen_clock import frozen_clock_env
 from runner.network.proxy_log import read_entries
 from runner.sockets import free_port
@@ -163,6 +163,13 @@ class EpisodeProxy:
             except OSError:
                 time.sleep(0.1)
         raise InfraError(f"the recording proxy did not listen on {self.address} within {READY_TIMEOUT:.0f} s")
+
+    def check_alive(self) -> None:
+        """Raises HostFault, naming proxy.log, when the proxy has exited: whatever the guest asked
+        after that went unanswered, which is the host's failure, never the agent's."""
+        if self._process is not None and self._process.poll() is not None:
+            raise HostFault(f"the episode's proxy exited ({self._process.returncode}) while the episode ran: "
+                            f"see {self.folder / 'proxy.log'}")
 
     def stop(self) -> None:
         if self._process is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from runner.assets import ASSETS_ENV, AssetStore, sha256_file
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
-from runner.network.cassette import CASSETTE
+from runner.network.cassette import CASSETTE, check_cassette
 from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.proxy_log import DROPPED
@@ -131,7 +131,7 @@ def replay_cassette(task: Task, assets: Path | None) -> Cassette:
         path = task.folder / named
         if not path.is_file():
             raise UsageError(f"--net replay: task {task.id}'s cassette {path} is not a file")
-        return Cassette(path, sha256_file(path))
+        return Cassette(_checked(task, path), sha256_file(path))
     if assets is None:
         raise UsageError(f"--net replay: task {task.id}'s cassette is {named[:19]}... in an asset store, and none was given",
                          fix=f"pass --assets DIR (or set {ASSETS_ENV})")
@@ -140,7 +140,18 @@ def replay_cassette(task: Task, assets: Path | None) -> Cassette:
     if problem:
         raise UsageError(f"--net replay: task {task.id}'s cassette: {problem}",
                          fix="keep it again from its recording: cu-run assets cassettes RUN_DIR --assets DIR")
-    return Cassette(blob, sha256)
+    return Cassette(_checked(task, blob), sha256)
+
+
+def _checked(task: Task, path: Path) -> Path:
+    """PATH, when it reads as a cassette; else the task's defect, said before any VM starts."""
+    try:
+        check_cassette(path)
+    except ValueError as exc:
+        raise UsageError(f"--net replay: task {task.id}'s cassette cannot be replayed: {exc}",
+                         fix="record it again with --net record, then keep it: cu-run assets cassettes RUN_DIR "
+                             "--assets DIR") from None
+    return path
 
 
 def cassette_hashes(tasks: tuple[Task, ...], net: NetSettings) -> dict[str, str]:

@@ -268,6 +268,8 @@ class EpisodeScript:
         else:
             verdict, verdict_log = self._verdict("verify", ep_dir / "verify.log")
         state.phases["verify"] = round(time.monotonic() - t, 3)
+        if self._network is not None:
+            self._network.proxy.check_alive()  # a proxy gone mid-episode failed the guest, not the agent
         if checkpoints:
             (ep_dir / "checkpoints.json").write_text(json.dumps(checkpoints, indent=2) + "\n")
         moved = self._moved_while_judged(watch, after, on_disk=on_disk, frozen=prepared.spared is None)

@@ -13,10 +13,14 @@ from runner.profiles import PROFILES, GuestProfile
 from runner.tasks.syntax import powershell_mistakes, script_errors
 from runner.profiles.listing import WriteSetLister, matches
 from runner.profiles.parts import ScriptLint
+from runner.network.cassette import check_cassette
 from runner.tasks.model import (
+    STORED,
+    SUITE_CASSETTES,
     SUITE_DEFAULTS,
     SUITE_SAFETY,
     Task,
+    load_suite_cassettes,
     load_suite_defaults,
     load_suite_rules,
     load_task,
@@ -38,7 +42,8 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
     task_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not task_dirs:
         problems.append(LintProblem(folder, "holds no task folders"))
-    for name, load in ((SUITE_SAFETY, load_suite_rules), (SUITE_DEFAULTS, load_suite_defaults)):
+    for name, load in ((SUITE_SAFETY, load_suite_rules), (SUITE_DEFAULTS, load_suite_defaults),
+                       (SUITE_CASSETTES, load_suite_cassettes)):
         try:
             load(folder)
         except UsageError as exc:
@@ -50,7 +55,7 @@ def lint_suite(name_or_path: str) -> tuple[int, list[LintProblem]]:
         except UsageError as exc:
             problems.append(LintProblem(task_dir, exc.message))
         else:
-            problems += lint_write_set(task) + lint_live_state(task) + lint_disk_verifier(task)
+            problems += lint_write_set(task) + lint_live_state(task) + lint_disk_verifier(task) + lint_cassette(task)
             guest = task.guest
         problems += lint_task_scripts(task_dir, guest)
     return len(task_dirs), problems
@@ -84,6 +89,22 @@ def lint_task_scripts(task_dir: Path, guest: GuestProfile | None = None) -> list
         if lint is not None and _gives_a_verdict(task_dir, script):
             problems += [LintProblem(script, message, "warning") for message in lint.verdict_warnings(script.read_text())]
     return problems
+
+
+def lint_cassette(task: Task) -> list[LintProblem]:
+    """A replay: that names a file of the task's folder names a cassette (one kept in an asset
+    store, sha256:HEX, is checked by the run that is given the store)."""
+    named = task.spec.network.replay if task.spec.network is not None else None
+    if named is None or STORED.match(named):
+        return []
+    path = task.folder / named
+    if not path.is_file():
+        return [LintProblem(task.folder / "task.yaml", f"replay: {named} is not a file of the task's folder")]
+    try:
+        check_cassette(path)
+    except ValueError as exc:
+        return [LintProblem(path, f"not a cassette: {exc}")]
+    return []
 
 
 def lint_disk_verifier(task: Task) -> list[LintProblem]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import signal
 import socket
 import ssl
 import time
@@ -368,3 +370,14 @@ def test_a_name_the_guests_apps_ask_for_unbidden_is_refused_and_logged_apart(mit
             assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
         verdicts = {e["url"]: e["verdict"] for e in p.entries()}
     assert verdicts == {"accounts.quiet.test:443": "background", "www.quiet.test:443": "refused"}
+
+
+def test_a_proxy_that_dies_mid_episode_is_the_hosts_fault_naming_its_log(mitmdump, run_ca, internet, tmp_path):
+    from runner.errors import HostFault
+
+    with start(mitmdump, run_ca, tmp_path, internet) as p:
+        p.check_alive()  # running: nothing to say
+        os.killpg(p._process.pid, signal.SIGKILL)
+        p._process.wait(timeout=10)
+        with pytest.raises(HostFault, match=f"the episode's proxy exited .*see {tmp_path / 'proxy.log'}"):
+            p.check_alive()

@@ -128,9 +128,37 @@ def test_replay_needs_each_networked_tasks_cassette_and_records_its_hash(tmp_pat
     (task,) = suite_with(tmp_path, "network:\n  allow: [https://example.com]\n  replay: cassette.jsonl\n").tasks
     with pytest.raises(UsageError, match="cassette .*cassette.jsonl is not a file"):
         cassette_hashes((task,), NetSettings(NetMode.replay))
-    (tmp_path / "t" / "cassette.jsonl").write_text('{"key": "GET https://example.com/ x"}\n')
+    (tmp_path / "t" / "cassette.jsonl").write_text(answer("GET https://example.com/ x", "<p>hi</p>"))
     assert len(cassette_hashes((task,), NetSettings(NetMode.replay))["t"]) == 64
     assert cassette_hashes((task,), NetSettings(NetMode.live)) == {}
+
+
+@pytest.mark.parametrize("content", [
+    b"<!doctype html><html><body>a page saved in place of the cassette</body></html>\n",
+    b'{"key": "GET https://example.com/ x"}\n',  # a key with no answer
+    b"\xff\xfe not text\n",
+])
+def test_a_cassette_that_cannot_be_replayed_is_the_tasks_defect_said_by_lint_and_the_plan(tmp_path, content):
+    from runner.tasks.lint import lint_suite
+
+    (task,) = suite_with(tmp_path, "network:\n  allow: [https://example.com]\n  replay: cassette.jsonl\n").tasks
+    (tmp_path / "t" / "cassette.jsonl").write_bytes(content)
+    with pytest.raises(UsageError, match="task t's cassette cannot be replayed: .*cassette.jsonl"):
+        cassette_hashes((task,), NetSettings(NetMode.replay))
+    _count, problems = lint_suite(str(tmp_path))
+    assert [p.message.split(":")[0] for p in problems] == ["not a cassette"], problems
+
+
+def test_lint_refuses_a_replay_that_names_a_folder_and_a_suites_cassettes_json_that_is_not_json(tmp_path):
+    from runner.tasks.lint import lint_suite
+
+    suite_with(tmp_path, "network:\n  allow: [https://example.com]\n  replay: recorded\n")
+    (tmp_path / "t" / "recorded").mkdir()
+    (tmp_path / "cassettes.json").write_text("<html>not json</html>")
+    _count, problems = lint_suite(str(tmp_path))
+    messages = sorted(p.message for p in problems)
+    assert any("replay: recorded is not a file of the task's folder" in m for m in messages), messages
+    assert any("is not a list of kept cassettes" in m for m in messages), messages
 
 
 def answer(key: str, body: str) -> str:
