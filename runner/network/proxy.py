@@ -23,7 +23,6 @@ from types import TracebackType
 
 from runner.choices import NetMode
 from runner.errors import HostFault, InfraError, UsageError
-from runner.frozen_clock import frozen_clock_env
 from runner.network.proxy_log import read_entries
 from runner.sockets import free_port
 
@@ -96,7 +95,7 @@ class ProxyConfig:
     mode: NetMode = NetMode.live
     cassette: Path | None = None
     upstream_ca: Path | None = None  # trust this CA for upstream TLS too (a test's loopback stand-ins)
-    clock: datetime.datetime | None = None  # the task's frozen clock: the proxy's certificates are dated by it
+    clock: datetime.datetime | None = None  # the task's frozen clock: the certificates made for the guest are dated by it
 
 
 class EpisodeProxy:
@@ -122,7 +121,7 @@ class EpisodeProxy:
             "allow": list(self.config.allow), "mapped": {k: list(v) for k, v in self.config.mapped.items()},
             "plain": list(self.config.plain), "background": list(self.config.background),
             "mode": self.config.mode, "cassette": str(self.config.cassette) if self.config.cassette else None,
-            "log": str(self.log)}))
+            "log": str(self.log), "clock": self.config.clock.timestamp() if self.config.clock else None}))
         self.port = free_port()
         options = {"confdir": str(self.ca_dir), "onboarding": "false", "body_size_limit": BODY_SIZE_LIMIT,
                    # Nothing is fetched from upstream to make a certificate: replay never connects.
@@ -137,12 +136,12 @@ class EpisodeProxy:
         for key, value in options.items():
             command += ["--set", f"{key}={value}"]
         with (self.folder / "proxy.log").open("wb") as out:
-            # At a frozen clock the certificates mitmproxy makes for each name are dated from the
-            # guest's instant, or a guest set in the past would find them not yet valid.
-            clock = frozen_clock_env(self.config.clock, "the proxy runs") if self.config.clock else {}
+            # At the host's time, even at a frozen clock: the addon dates only the certificates it
+            # makes for the guest at the guest's time (guest_clock.py), so the real sites'
+            # certificates are checked at the real time.
             self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.folder),
-                                                  "CU_RUN_PROXY_CONFIG": str(settings), **clock})
+                                                  "CU_RUN_PROXY_CONFIG": str(settings)})
         try:
             self._wait_ready()
         except BaseException:

@@ -14,6 +14,9 @@ Its configuration is the JSON file CU_RUN_PROXY_CONFIG names:
     background names the guest's own apps ask for unbidden (a browser's sign-in check): refused
                like any other, logged "background", which is not a violation
     log        network.jsonl (proxy_log.py): one line per request, forwarded or not
+    clock      a task's frozen clock, as a Unix time, or null: the certificates made for the guest
+               and the log's wall times are dated at the guest's time (guest_clock.py); the
+               proxy's own checks of the sites it reaches use the real time
 
 Every request the proxy does not forward is a line, whichever hook learns of it, with a `stage`
 and a `reason`. Its verdict is `refused` (the agent's: a violation in its time) when the proxy
@@ -44,6 +47,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from mitmproxy import connection, http, tcp, tls
@@ -53,6 +57,7 @@ from mitmproxy.utils import human
 
 sys.path.insert(0, str(Path(__file__).parent))
 # Beside this file, in the proxy's interpreter.
+from guest_clock import date_certificates_at
 from policy import Policy, Refused, Unreachable, request_refusal
 from proxy_log import BoundedLog
 
@@ -94,7 +99,11 @@ class Rules:
         if self.mode not in ("live", "record", "replay"):
             raise ValueError(f"mode must be live, record or replay, not {self.mode!r}")
         self.cassette = Path(config["cassette"]) if config.get("cassette") else None
-        self.log = BoundedLog(Path(config["log"]))
+        # The guest's clock runs from the frozen instant, set as the episode begins: near enough now.
+        offset = float(config["clock"]) - time.time() if config.get("clock") is not None else 0.0
+        if offset:
+            date_certificates_at(offset)
+        self.log = BoundedLog(Path(config["log"]), wall_offset_s=offset)
         self._cassette_lock = threading.Lock()
         self.guests: dict[tuple, Guest] = {}  # by the connection's peer address, which mitmproxy's log records carry
         self.replay: dict[str, dict] = {}

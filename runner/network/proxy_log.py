@@ -45,8 +45,9 @@ def bounded(text: str, limit: int = MAX_FIELD) -> str:
 class BoundedLog:
     """Appends entries to PATH as JSON lines, at most MAX_LINES of them, then counts the rest."""
 
-    def __init__(self, path: Path, max_lines: int = MAX_LINES) -> None:
+    def __init__(self, path: Path, max_lines: int = MAX_LINES, wall_offset_s: float = 0.0) -> None:
         self.path, self.max_lines = path, max_lines
+        self.wall_offset_s = wall_offset_s  # a frozen clock's: the guest's time minus the host's
         self.lines = 0
         self.dropped: dict[str, int] = {}
         self.refused_mono: list[float] = []  # of the refusals dropped: the first and the last
@@ -54,10 +55,10 @@ class BoundedLog:
         self._lock = threading.Lock()
 
     def write(self, entry: dict[str, Any]) -> None:
-        # t: the wall clock, for a person (at a frozen clock, the task's instant on); mono: the
-        # host's monotonic clock, which libfaketime leaves real and every process shares: what the
-        # runner judges the agent's time by.
-        t, mono = round(time.time(), 3), round(time.monotonic(), 3)
+        # t: the wall clock, for a person (at a frozen clock, the guest's: the task's instant on);
+        # mono: the host's monotonic clock, which every process shares: what the runner judges the
+        # agent's time by.
+        t, mono = round(time.time() + self.wall_offset_s, 3), round(time.monotonic(), 3)
         line = {"t": t, "mono": mono, **{k: bounded(v) if isinstance(v, str) else v for k, v in entry.items()}}
         with self._lock:
             if self.lines < self.max_lines:

@@ -381,3 +381,49 @@ def test_a_proxy_that_dies_mid_episode_is_the_hosts_fault_naming_its_log(mitmdum
         p._process.wait(timeout=10)
         with pytest.raises(HostFault, match=f"the episode's proxy exited .*see {tmp_path / 'proxy.log'}"):
             p.check_alive()
+
+
+def through_tls_at_the_guests_time(proxy, path: str) -> tuple[bytes, object]:
+    """GET https://example.test/PATH through PROXY as a guest whose clock is set back would: the
+    answer's bytes, and the certificate the proxy showed (read, not checked: this host's clock
+    is not the guest's)."""
+    from cryptography import x509
+
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+        s.sendall(b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        with context.wrap_socket(s, server_hostname="example.test") as tls:
+            cert = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+            tls.sendall(f"GET {path} HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := tls.recv(65536):
+                answer += chunk
+    return answer, cert
+
+
+def test_years_back_the_proxy_records_a_site_whose_certificate_is_a_day_old_and_replays_it(
+        mitmdump, run_ca, internet, tmp_path):
+    """The guest's clock is set years back; the stand-in site's certificate was made a day ago
+    (loopback_http.leaf_for). The proxy checks the site at the real time, and dates what it shows
+    the guest at the guest's."""
+    frozen = datetime.datetime(2021, 3, 1, 9, tzinfo=datetime.UTC)
+    cassette = tmp_path / "cassette.jsonl"
+    recorded = {}
+    for mode in (NetMode.record, NetMode.replay):
+        proxy = EpisodeProxy(mitmdump, run_ca, tmp_path / mode, ProxyConfig(
+            allow=("https://example.test:443",), mapped={"example.test": internet["example.test"]},
+            upstream_ca=internet["upstream_ca"], mode=mode, cassette=cassette, clock=frozen))
+        hits = Site.hits
+        with proxy:
+            answer, cert = through_tls_at_the_guests_time(proxy, "/counter")
+            entries = proxy.entries()
+        assert answer.split(b" ", 2)[1] == b"200", (answer[:300], entries)
+        assert cert.not_valid_before_utc <= frozen < cert.not_valid_after_utc, cert.not_valid_before_utc
+        assert [e["verdict"] for e in entries] == (["allowed"] if mode == NetMode.record else ["replayed"])
+        assert abs(entries[0]["t"] - frozen.timestamp()) < 3600  # the log's wall time is the guest's
+        recorded[mode] = answer.split(b"\r\n\r\n", 1)[1]
+        if mode == NetMode.replay:
+            assert Site.hits == hits, "the replay reached the site"
+    assert recorded[NetMode.record] == recorded[NetMode.replay]
