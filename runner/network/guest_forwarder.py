@@ -5,8 +5,13 @@ as root by the runner, with the guest's own python3 (standard library only).
 It listens on 127.0.0.1:3128, the proxy's address for the guest's applications, and on
 0.0.0.0:3129 for the host's carriers, which arrive from 10.0.2.2, the address user-mode
 networking gives the host: a connection from anywhere else (a process in the guest) is closed at
-once. Each application connection takes one idle carrier and the two are joined until either ends.
-An application that finds no carrier within CARRIER_WAIT_S is closed.
+once. An application connection takes one idle carrier once it has sent its first bytes (every
+client of an HTTP proxy speaks first), and the two are joined until either ends: a connection that
+sends nothing (a browser's preconnect) holds no carrier, so idle ones cannot starve the next
+request. Each carrier that brings bytes has the host open another. An application that finds no
+carrier within CARRIER_WAIT_S of speaking is closed. At most MOST_APPLICATIONS application
+connections are open at once, far past what a browser opens; past it a new one is closed at once
+(the guest's own; the host's proxy serves its other connections as before).
 """
 
 import asyncio
@@ -15,10 +20,13 @@ import sys
 HOST_SIDE = "10.0.2.2"
 PROXY_PORT, CARRIER_PORT = 3128, 3129
 CARRIER_WAIT_S = 30.0
+MOST_APPLICATIONS = 512
 
 
-async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_listen: str) -> None:
+async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_listen: str,
+               most_applications: int = MOST_APPLICATIONS) -> None:
     idle: asyncio.Queue = asyncio.Queue()
+    open_applications = 0
 
     async def carrier(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -28,6 +36,24 @@ async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_liste
         await idle.put((reader, writer))
 
     async def application(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_applications
+        if open_applications >= most_applications:
+            writer.close()
+            return
+        open_applications += 1
+        try:
+            await carried(reader, writer)
+        finally:
+            open_applications -= 1
+
+    async def carried(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            first = await reader.read(65536)
+        except (ConnectionError, OSError):
+            first = b""
+        if not first:  # closed before it said anything
+            writer.close()
+            return
         deadline = asyncio.get_running_loop().time() + CARRIER_WAIT_S
         while True:
             left = deadline - asyncio.get_running_loop().time()
@@ -39,6 +65,7 @@ async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_liste
             if not host_reader.at_eof() and not host_writer.is_closing():
                 break
             host_writer.close()  # the host closed it while it waited
+        host_writer.write(first)
         await asyncio.gather(pipe(reader, host_writer), pipe(host_reader, writer))
 
     async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
@@ -60,9 +87,10 @@ async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_liste
 
 if __name__ == "__main__":
     # Arguments for a test on one host: the host side's address, the two ports, where carriers
-    # are listened for. In a guest there are none.
+    # are listened for, and optionally the most application connections. In a guest there are none.
     args = sys.argv[1:] or [HOST_SIDE, str(PROXY_PORT), str(CARRIER_PORT), "0.0.0.0"]
     try:
-        asyncio.run(main(args[0], int(args[1]), int(args[2]), args[3]))
+        asyncio.run(main(args[0], int(args[1]), int(args[2]), args[3],
+                         int(args[4]) if len(args) > 4 else MOST_APPLICATIONS))
     except KeyboardInterrupt:
         sys.exit(0)

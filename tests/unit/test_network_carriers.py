@@ -31,12 +31,17 @@ def wait_joined(carriers: Carriers, count: int, timeout: float) -> bool:
     return carriers.joined >= count
 
 
-@pytest.fixture
-def forwarder():
+def start_forwarder(*most_applications: str):
     proxy_port, carrier_port = free_port(), free_port()
     process = subprocess.Popen([sys.executable, str(FORWARDER), "127.0.0.1", str(proxy_port), str(carrier_port),
-                                "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+                                "127.0.0.1", *most_applications], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "listening"
+    return process, proxy_port, carrier_port
+
+
+@pytest.fixture
+def forwarder():
+    process, proxy_port, carrier_port = start_forwarder()
     yield proxy_port, carrier_port
     process.terminate()
     process.wait(timeout=10)
@@ -83,3 +88,56 @@ def test_a_carrier_from_anywhere_but_the_host_side_is_closed(forwarder):
         s.settimeout(10)
         s.connect(("127.0.0.1", carrier_port))
         assert s.recv(1) == b"", "the forwarder kept a carrier that did not come from the host side"
+
+
+def test_idle_application_connections_hold_no_carrier_so_the_next_request_is_carried(forwarder):
+    """A browser's preconnects: connections that send nothing. Four carriers wait idle; twenty
+    silent connections take none of them, and the next request is answered at once."""
+    proxy_port, carrier_port = forwarder
+    with LoopbackHTTP(Echo) as proxy, Carriers(carrier_port, proxy.server.server_address, idle=4) as carriers:
+        silent = [socket.create_connection(("127.0.0.1", proxy_port), timeout=30) for _ in range(20)]
+        try:
+            started = time.monotonic()
+            assert ask(proxy_port, "/next").endswith(b"you asked for /next")
+            assert time.monotonic() - started < 10  # a starved request waits CARRIER_WAIT_S (30 s), then is cut
+            assert carriers.joined == 1
+            # A silent connection that speaks at last is carried too.
+            silent[0].sendall(b"GET /late HTTP/1.0\r\nHost: x\r\n\r\n")
+            answer = b""
+            while chunk := silent[0].recv(65536):
+                answer += chunk
+            assert answer.endswith(b"you asked for /late")
+        finally:
+            for s in silent:
+                s.close()
+
+
+def test_past_the_most_application_connections_the_guests_new_ones_are_closed():
+    process, proxy_port, carrier_port = start_forwarder("8")
+    try:
+        with LoopbackHTTP(Echo) as proxy, Carriers(carrier_port, proxy.server.server_address, idle=2):
+            held = [socket.create_connection(("127.0.0.1", proxy_port), timeout=30) for _ in range(8)]
+            # The forwarder accepts in order, so the ninth finds eight open.
+            with socket.create_connection(("127.0.0.1", proxy_port), timeout=30) as over:
+                over.sendall(b"GET /over HTTP/1.0\r\nHost: x\r\n\r\n")
+                try:
+                    answered = over.recv(65536)
+                except ConnectionResetError:  # closed with the request unread
+                    answered = b""
+                assert answered == b""
+            for s in held[:2]:
+                s.close()
+            deadline = time.monotonic() + 10
+            while True:  # the two closed ones are let go as the forwarder reads their end
+                try:
+                    answer = ask(proxy_port, "/after")
+                except ConnectionResetError:  # not yet: still eight open
+                    answer = b""
+                if answer or time.monotonic() > deadline:
+                    break
+            assert answer.endswith(b"you asked for /after")
+            for s in held[2:]:
+                s.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
