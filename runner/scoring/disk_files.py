@@ -24,7 +24,7 @@ from pathlib import Path
 from runner.scoring.ext4_reader import DiskFormatError, Ext4, Inode
 
 MAX_ENTRIES = 20_000
-MAX_BYTES = 512 << 20
+MAX_BYTES = 64 << 20  # a file-state task reads documents; an agent's sparse file cannot fill the host
 MANIFEST = "manifest.json"
 
 
@@ -101,7 +101,7 @@ def _copy_entry(copy: _Copy, path: str, number: int, *, named: bool = False) -> 
 
 def _copy_file(copy: _Copy, path: str, inode: Inode) -> None:
     if copy.bytes + inode.size > MAX_BYTES:
-        copy.over = f"more than {MAX_BYTES >> 20} MiB"
+        copy.over = f"more than {MAX_BYTES} bytes"
         copy.manifest[path] = {"kind": "file", "size": inode.size, "why": "not copied: over the bytes a copy holds"}
         return
     target = _host_folder(copy.into, posixpath.dirname(path)) / posixpath.basename(path)

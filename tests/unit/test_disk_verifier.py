@@ -71,6 +71,10 @@ def test_the_copy_is_bounded(tmp_path, monkeypatch):
     fs = disk_of(tmp_path, make)
     monkeypatch.setattr(disk_files, "MAX_ENTRIES", 10)
     assert copy_disk_files(fs, (HOME,), tmp_path / "f")["stopped"] == "more than 10 entries"
+    monkeypatch.setattr(disk_files, "MAX_ENTRIES", 1000)
+    monkeypatch.setattr(disk_files, "MAX_BYTES", 5000)
+    manifest = copy_disk_files(fs, (HOME,), tmp_path / "g")
+    assert manifest["stopped"] == "more than 5000 bytes" and manifest["bytes"] == 5000
 
 
 @pytest.mark.parametrize("content, kind, reason", [
