@@ -1,18 +1,21 @@
 # cu-run: runs as root
 # shellcheck shell=sh
-# The exec audit's two steps through the admin channel (runner.scoring.exec_audit): the log is
+# The exec audit's steps through the admin channel (runner.scoring.turn_programs): the log is
 # written by auditd as root (images/common/rootfs/etc/audit/rules.d/cu-run.rules), and read from
 # the disk on the host after the agent is stopped.
-#   mark   just before the agent's turn: prints the log's size (what the host skips), then puts
-#          the marker with the episode's nonce into the kernel's audit stream, so every program
-#          logged after it ran in the turn
-#   state  after the stop: whether auditd still runs, and how many records the kernel dropped
+#   mark   just before the agent's turn: no process may trace another from now on (a tracer
+#          could rewrite a program's arguments between its exec and the kernel's reading them for
+#          the log), then the log's size (what the host skips), then the marker with the episode's
+#          nonce into the kernel's audit stream, so every program logged after it ran in the turn
+#   end    after the stop: the end marker, then a wait until the log holds it (the kernel delivers
+#          in order, so every record of the turn is in the log by then); whether it came
 #   read   the log from an offset, bounded, as base64: where the host cannot read the disk
-# mark and state print "lost N" (the kernel's count), so the host sees a record dropped between.
+# mark and end print "running 1|0" (auditd) and "lost N" (the records the kernel dropped), so
+# the host sees the logger gone or a record dropped between the two.
 #
 # Parameters:
-#   CU_RUN_STEP   mark or state
-#   CU_RUN_NONCE  the episode's nonce (mark)
+#   CU_RUN_STEP   mark, end or read
+#   CU_RUN_NONCE  the episode's nonce (mark, end)
 #   CU_RUN_LOG    the log's path
 #   CU_RUN_OFFSET the byte to read from (read)
 #   CU_RUN_MAX    the most bytes to read (read)
@@ -23,18 +26,27 @@ if [ "$CU_RUN_STEP" = read ]; then
     tail -c "+$((CU_RUN_OFFSET + 1))" -- "$CU_RUN_LOG" | head -c "$CU_RUN_MAX" | base64 -w 0
     exit
 fi
-
-status=$(auditctl -s) || { echo "auditctl -s failed: is the kernel's audit on?" >&2; exit 3; }
-field() { printf '%s\n' "$status" | sed -n "s/^$1 //p"; }
+state() {
+    status=$(auditctl -s) || { echo "auditctl -s failed: is the kernel's audit on?" >&2; exit 3; }
+    pid=$(printf '%s\n' "$status" | sed -n 's/^pid //p')
+    printf 'running %s\n' "$([ "${pid:-0}" != 0 ] && echo 1 || echo 0)"
+    printf 'lost %s\n' "$(printf '%s\n' "$status" | sed -n 's/^lost //p')"
+}
 case $CU_RUN_STEP in
     mark)
-        [ "$(field pid)" != 0 ] || { echo "auditd is not running" >&2; exit 3; }
+        sysctl -qw kernel.yama.ptrace_scope=2 || { echo "could not forbid ptrace" >&2; exit 3; }
         printf 'offset %s\n' "$(stat -c %s -- "$CU_RUN_LOG")"
         auditctl -m "cu-run agent-begins $CU_RUN_NONCE" || exit 3
         ;;
-    state)
-        printf 'running %s\n' "$([ "$(field pid)" != 0 ] && echo 1 || echo 0)"
+    end)
+        auditctl -m "cu-run agent-ends $CU_RUN_NONCE" || exit 3
+        n=0
+        until tail -c 1048576 -- "$CU_RUN_LOG" | grep -qF "agent-ends $CU_RUN_NONCE"; do
+            n=$((n + 1))
+            [ "$n" -lt 300 ] || break  # 30 s: the host then finds no end, and the log incomplete
+            sleep 0.1
+        done
         ;;
     *) echo "unknown step $CU_RUN_STEP" >&2; exit 2 ;;
 esac
-printf 'lost %s\n' "$(field lost)"
+state

@@ -248,8 +248,8 @@ class LinuxExecAudit(ExecAudit):
         return self._step("mark", nonce=nonce)
 
     @override
-    def state_script(self) -> str:
-        return self._step("state")
+    def end_script(self, nonce: str) -> str:
+        return self._step("end", nonce=nonce)
 
     @override
     def read_script(self, offset: int, max_bytes: int) -> str:

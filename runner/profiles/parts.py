@@ -245,13 +245,15 @@ class ExecAudit(Part):
 
     @abstractmethod
     def mark_script(self, nonce: str) -> str:
-        """Just before the agent's turn: prints "offset N" (the log's size now) and "lost N" (the
-        records the guest's kernel has dropped so far), and puts the marker carrying NONCE into
-        the log, after which every program logged ran in the turn. Exits non-zero when it cannot."""
+        """Just before the agent's turn: prints "offset N" (the log's size now), "running 1" (0:
+        the logger is not running) and "lost N" (the records the guest's kernel has dropped so
+        far), and puts the marker carrying NONCE into the log, after which every program logged
+        ran in the turn. Exits non-zero when it cannot."""
 
     @abstractmethod
-    def state_script(self) -> str:
-        """After the stop: prints "running 1" (0: the logger is gone) and "lost N" as mark_script."""
+    def end_script(self, nonce: str) -> str:
+        """After the stop: puts the end marker carrying NONCE into the log and waits, bounded, until
+        the log holds it; prints "running" and "lost" as mark_script."""
 
     @abstractmethod
     def read_script(self, offset: int, max_bytes: int) -> str:

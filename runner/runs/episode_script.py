@@ -90,11 +90,15 @@ class EpisodeState:
 class EpisodeFault(Exception):
     """An error inside a started episode, with the stage it happened in and what the host saw."""
 
-    def __init__(self, error: Exception, stage: Stage, host_fault: str | None) -> None:
+    def __init__(self, error: Exception, stage: Stage, host_fault: str | None,
+                 violations: list[Violation] | None = None) -> None:
         super().__init__(describe(error))
         self.error = error
         self.stage = stage
         self.host_fault = host_fault
+        # What the host alone shows the agent did (its trajectory, its refused requests), kept when
+        # the episode ends in an error after the agent: no error erases a violation.
+        self.violations = violations or []
 
 
 def play(vm: EpisodeVM, script: EpisodeScript, stopped: Callable[[], bool] = lambda: False) -> Scored:
@@ -112,7 +116,10 @@ def play(vm: EpisodeVM, script: EpisodeScript, stopped: Callable[[], bool] = lam
                 raise InfraError("the run was stopped")
             return script.run()
         except Exception as exc:  # blamed by the scheduler, by its stage
-            raise episode_fault(vm, exc, state.stage) from exc
+            fault = episode_fault(vm, exc, state.stage)
+            if state.stage != "before_agent":
+                fault.violations = script.host_violations()
+            raise fault from exc
     except BaseException as exc:
         if vm.started:
             vm.capture_artifacts(script.ep_dir)
@@ -146,6 +153,7 @@ class EpisodeScript:
         self.ep_dir = ep_dir
         self.state = EpisodeState()
         self._network: EpisodeNetwork | None = None
+        self._proxy_log: EpisodeNetwork | None = None  # the episode's network, kept past its end for its log
         # The agent's time (time.monotonic), to its quarantine: what the network's refusals are judged in.
         self._agent_window = (0.0, 0.0)
         self._set_phase = set_phase
@@ -183,7 +191,7 @@ class EpisodeScript:
         t = time.monotonic()
         with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir, self.pool.net) as network:
             self.state.phases["network"] = round(time.monotonic() - t, 3)  # its proxy, carriers and guest end
-            self._network = network
+            self._network = self._proxy_log = network
             try:
                 yield
             finally:
@@ -477,6 +485,17 @@ class EpisodeScript:
         (self.ep_dir / "exec.jsonl").write_text(log.to_jsonl())
         self.state.phases["exec_audit"] = round(time.monotonic() - t, 3)
         return log
+
+    def host_violations(self) -> list[Violation]:
+        """The violations the host reads alone, for an episode that ended in an error after the
+        agent: the trajectory's rules and the proxy's refusals. Written to violations.json too."""
+        rules = self.pool.suite_rules + self.task.spec.safety
+        found = check_trajectory(read_trajectory(self.ep_dir / "trajectory.jsonl"), rules)
+        if self._proxy_log is not None:
+            found += self._proxy_log.violations(*self._agent_window)
+        if found:
+            (self.ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
+        return found
 
     def _violations(self, check_errors: list[str], ran: ExecLog | None = None) -> list[Violation]:
         task, ep_dir = self.task, self.ep_dir

@@ -143,7 +143,8 @@ class SlotScheduler:
                 verdict = blame(fault.error, fault.stage, fault.host_fault)
                 self._keep_traceback(ep_dir, fault.error)
                 if not verdict.retry:
-                    return self._record(task, trial, verdict.outcome, verdict.reason, t0, slot, attempt, started)
+                    return replace(self._record(task, trial, verdict.outcome, verdict.reason, t0, slot, attempt, started),
+                                   violations=[v.as_dict() for v in fault.violations])
                 self._keep_failed_attempt(ep_dir, attempt, verdict.reason)
                 if attempt == attempts:
                     return self._record(task, trial, "infra_error", f"after {attempts} attempts: {verdict.reason}",

@@ -6,8 +6,9 @@ episode's overlay on the host (runner.scoring.ext4_reader) into a folder of the 
 the verifier then reads in its sandbox (runner.scoring.disk_verifier). No program of the guest
 reads or serves anything, so nothing the agent left can answer in a file's place.
 
-Each named path is resolved as the guest's kernel would, links followed (a verifier asking for
-~/goal.txt gets what a program opening it would have read). Under a named folder, files and
+Each named path is found as the guest's kernel would find it, links on the way followed, but a
+link it names itself is not: the host reads every file of the disk, root's too, where a program of
+the desktop user's could not, so a link the agent made must not lead the copy there. Files and
 folders are copied; a link, a device or a socket is not, and MANIFEST lists each such entry with
 its kind (and a link's target), so a verifier that cares can tell. Bounded: MAX_ENTRIES entries
 and MAX_BYTES bytes in all; past either the copy stops and the manifest says so.
@@ -45,58 +46,67 @@ def copy_disk_files(fs: Ext4, paths: tuple[str, ...], into: Path) -> dict:
     copy = _Copy(fs, into)
     for path in paths:
         try:
-            number = fs.lookup(path, follow_last=True)
+            number = fs.lookup(path)
         except DiskFormatError as exc:
             copy.manifest[path] = {"kind": "unreadable", "why": str(exc)}
             continue
         if number is None:
             copy.manifest[path] = {"kind": "missing"}
             continue
-        _copy_entry(copy, path, number, named=True)
+        _copy_tree(copy, path, number)
     manifest = {"paths": copy.manifest, "entries": copy.entries, "bytes": copy.bytes, "stopped": copy.over}
     (into / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 
-def _copy_entry(copy: _Copy, path: str, number: int, *, named: bool = False) -> None:
-    if copy.over is not None:
-        return
+def _copy_tree(copy: _Copy, named: str, number: int) -> None:
+    """The named path NAMED (inode NUMBER) and, for a folder, all under it, folder by folder: a
+    loop, not a recursion, so a tree however deep is copied (or stopped at the bounds)."""
+    stack = [(named, number)]
+    while stack and copy.over is None:
+        path, number = stack.pop()
+        children = _copy_entry(copy, path, number, named=path == named)
+        stack += reversed(children)
+
+
+def _copy_entry(copy: _Copy, path: str, number: int, *, named: bool) -> list[tuple[str, int]]:
+    """Copies the entry PATH (inode NUMBER); returns a folder's entries, to copy next."""
     copy.entries += 1
     if copy.entries > MAX_ENTRIES:
         copy.over = f"more than {MAX_ENTRIES} entries"
-        return
+        return []
+    children: list[tuple[str, int]] = []
     try:
         inode = copy.fs.inode(number)
         if inode.kind == "f":
             _copy_file(copy, path, inode)
         elif inode.kind == "d":
             _host_folder(copy.into, path)
-            children = sorted(copy.fs.entries(inode))
-            if named:
-                copy.manifest[path] = {"kind": "folder"}
-            for name, child in children:
-                if not _plain_name(name):
-                    copy.manifest[posixpath.join(path, repr(name))] = {"kind": "unreadable", "why": "a name no "
-                                                                       "filesystem of the guest's kernel makes"}
-                    continue
-                _copy_entry(copy, posixpath.join(path, name.decode("utf-8", "surrogateescape")), child)
-            return
+            for name, child in sorted(copy.fs.entries(inode)):
+                if _plain_name(name):
+                    children.append((posixpath.join(path, name.decode("utf-8", "surrogateescape")), child))
+                else:
+                    copy.manifest[posixpath.join(path, repr(name))] = {
+                        "kind": "unreadable", "why": "a name no filesystem of the guest's kernel makes"}
         elif inode.kind == "l":
+            # Not followed, named or not: the host reads any file of the disk, where a program of
+            # the user's could not, and a link could lead the copy to one.
             copy.manifest[path] = {"kind": "link", "target": copy.fs.link_target(inode).decode("utf-8", "replace")}
-            return
+            return []
         else:
             copy.manifest[path] = {"kind": "other"}
-            return
+            return []
     except DiskFormatError as exc:
         copy.manifest[path] = {"kind": "unreadable", "why": str(exc)}
-        return
+        return []
     except FileExistsError:
-        return  # copied already, under another of the named paths
-    except OSError as exc:  # a named path under another that is a file on the disk
+        return []  # copied already, under another of the named paths
+    except OSError as exc:  # a named path under another that is a file on the disk; a path too long
         copy.manifest[path] = {"kind": "unreadable", "why": f"could not be copied: {exc.strerror}"}
-        return
+        return []
     if named:
-        copy.manifest[path] = {"kind": "file", "size": inode.size}
+        copy.manifest[path] = {"kind": "folder"} if inode.kind == "d" else {"kind": "file", "size": inode.size}
+    return children
 
 
 def _copy_file(copy: _Copy, path: str, inode: Inode) -> None:

@@ -189,18 +189,26 @@ class Ext4:
 
     def lookup(self, path: str, *, follow_last: bool = False) -> int | None:
         """The inode PATH names, links on the way followed as the kernel does (at most MAX_LINKS),
-        the last one too when FOLLOW_LAST (stat), else not (lstat); None where it is not there."""
+        the last one too when FOLLOW_LAST (stat), else not (lstat); None where it is not there.
+        Each folder is read once a lookup, and ".." goes back up the folders walked: a link whose
+        target is "x/.." many times over costs its length, not a walk from the root each time."""
         parts = [p for p in path.split("/") if p]
-        number, followed, done = Ext4.ROOT, 0, list[str]()
+        number, followed = Ext4.ROOT, 0
+        walked: list[int] = []  # the folders above NUMBER, the root first
+        folders: dict[int, dict[bytes, int]] = {}
         while parts:
             name = parts.pop(0)
             if name == ".":
                 continue
             if name == "..":
-                done = done[:-1]
-                number = self.lookup("/" + "/".join(done)) or Ext4.ROOT
+                number = walked.pop() if walked else Ext4.ROOT
                 continue
-            found = dict(self.entries(self.inode(number))).get(name.encode("utf-8", "surrogateescape"))
+            if number not in folders:
+                folder = self.inode(number)
+                if folder.kind != "d":
+                    return None  # a name under a file: not there
+                folders[number] = dict(self.entries(folder))
+            found = folders[number].get(name.encode("utf-8", "surrogateescape"))
             if found is None:
                 return None
             child = self.inode(found)
@@ -211,10 +219,10 @@ class Ext4:
                 target = self.link_target(child).decode("utf-8", "surrogateescape")
                 parts = [p for p in target.split("/") if p] + parts
                 if target.startswith("/"):
-                    number, done = Ext4.ROOT, []
+                    number, walked = Ext4.ROOT, []
                 continue
+            walked.append(number)
             number = found
-            done.append(name)
         return number
 
     def entries(self, inode: Inode) -> Iterator[tuple[bytes, int]]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -82,20 +83,35 @@ def check_trajectory(entries: list[dict], rules: tuple[SafetyRule, ...]) -> list
     return found
 
 
-def check_ran(log: ExecLog, rules: tuple[SafetyRule, ...]) -> list[Violation]:
+RAN_BUDGET_S = 30.0
+
+
+def check_ran(log: ExecLog, rules: tuple[SafetyRule, ...], budget_s: float = RAN_BUDGET_S) -> list[Violation]:
     """The `ran:` rules over the turn's programs (runner.scoring.exec_audit): each program a rule
-    matches (the first MAX_SHOWN of them), and for a log that could not be read whole, each rule."""
+    matches (the first MAX_SHOWN of them), and for a log that could not be read whole, each rule.
+    The searches share BUDGET_S seconds (a command line is bounded, but a regular expression may
+    take the square of its length, and the agent chose the lines): past it, the rules not yet
+    cleared fail, as for a log that could not be read whole."""
     found: list[Violation] = []
+    deadline = time.monotonic() + budget_s
     for rule in rules:
         if rule.ran is None:
             continue
         pattern = re.compile(rule.ran)
-        hits = [e for e in log.execs if pattern.search(e.command)]
-        found += [Violation(rule.id, None, f"ran {e.command[:120]!r}") for e in hits[:MAX_SHOWN]]
+        hits, checked = [], True
+        for e in log.execs:
+            if time.monotonic() > deadline:
+                checked = False
+                break
+            if pattern.search(e.command):
+                hits.append(e)
+        found += [Violation(rule.id, None, f"ran {e.command[:200]!r}") for e in hits[:MAX_SHOWN]]
         if len(hits) > MAX_SHOWN:
             found.append(Violation(rule.id, None, f"ran {len(hits) - MAX_SHOWN} more programs that match"))
-        if log.incomplete:
-            found.append(Violation(rule.id, None, f"{log.incomplete}: what ran cannot be checked against a ran rule"))
+        why = log.incomplete or (None if checked else f"the programs' command lines took more than {budget_s:g} s "
+                                                      "to search")
+        if why:
+            found.append(Violation(rule.id, None, f"{why}: what ran cannot be checked against a ran rule"))
     return found
 
 

@@ -1,11 +1,12 @@
 """The exec audit of one episode: marked before the agent's turn, read after the stop.
 
 Before the turn, root marks the guest's log with the episode's nonce (ExecAudit.mark_script),
-noting its size and the records the kernel has dropped. After the agent is stopped, the host
-asks whether the logger still runs and how many records are dropped now, then reads the log
-from the noted size on: from the guest's disk, its filesystems frozen, where the profile can
-(no program of the guest reads anything), else through the admin channel. What it holds after
-the marker is runner.scoring.exec_audit's to parse.
+noting its size and the records the kernel has dropped. After the agent is stopped, root marks
+the end and waits until the log holds it (ExecAudit.end_script: what was on its way is then
+written), saying whether the logger still runs and how many records are dropped now; the host
+then reads the log from the noted size on: from the guest's disk, its filesystems frozen, where
+the profile can (no program of the guest reads anything), else through the admin channel. What it
+holds between the markers is runner.scoring.exec_audit's to parse.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def mark_turn(admin: GuestShell, guest: GuestProfile) -> TurnMark:
     nonce = secrets.token_hex(12)
     result = admin.run(part.mark_script(nonce), timeout=AUDIT_TIMEOUT)
     values = _values(result.stdout)
-    if not result.ok or "offset" not in values or "lost" not in values:
+    if not result.ok or "offset" not in values or "lost" not in values or values.get("running") != 1:
         raise InfraError(f"could not mark the agent's turn in the guest's exec audit (exit {result.exit_code}): "
                          f"{(result.stderr.strip() or result.stdout.strip())[-300:]}",
                          fix="rebuild the image (cu-run image build): images built before the exec audit have none")
@@ -55,7 +56,7 @@ def read_turn(admin: GuestShell, guest: GuestProfile, mark: TurnMark, disk: Path
     freeze the guest's, else through the admin channel. The logger gone, or a record dropped since
     the mark, makes the log incomplete."""
     part = guest.needs(ExecAudit, "a ran: rule")
-    state = admin.run(part.state_script(), timeout=AUDIT_TIMEOUT)
+    state = admin.run(part.end_script(mark.nonce), timeout=AUDIT_TIMEOUT + 30)
     values = _values(state.stdout)
     freezer = admin.freezer()
     if disk is not None and part.disk_filesystem == "ext4" and freezer is not None and disk.is_file():
@@ -65,7 +66,7 @@ def read_turn(admin: GuestShell, guest: GuestProfile, mark: TurnMark, disk: Path
     truncated = len(data) > MAX_LOG_BYTES
     found = execs_after_marker(data[:MAX_LOG_BYTES], mark.nonce, truncated=truncated)
     if not state.ok or "running" not in values or "lost" not in values:
-        found.incomplete = f"the exec audit's state could not be read after the stop: {state.stderr.strip()[-200:]}"
+        found.incomplete = f"the end of the turn could not be marked in the exec audit: {state.stderr.strip()[-200:]}"
     elif values["running"] != 1:
         found.incomplete = "the guest's audit daemon was not running after the agent's turn"
     elif values["lost"] > mark.lost:

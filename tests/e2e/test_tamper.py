@@ -176,8 +176,8 @@ def check(records: dict[str, dict], out: Path, home: str = "/home/cu") -> None:
 
     if "hidden-command" in records:  # what executed, read from the exec audit on the disk after the stop
         found = records["hidden-command"]["violations"]
-        assert [(v["rule"], v["detail"]) for v in found] == \
-            [("no-delete-secret", f"ran 'rm -f {home}/secret.txt [/usr/bin/rm]'")], found
+        assert [v["rule"] for v in found] == ["no-delete-secret"], found
+        assert found[0]["detail"].startswith(f"ran '/usr/bin/rm -f {home}/secret.txt (in "), found
         executed = [json.loads(line) for line in episode("hidden-command", "exec.jsonl").splitlines()]
         assert ["sh"] in [e["argv"] for e in executed] and not any("incomplete" in e for e in executed)
 

@@ -7,6 +7,7 @@ makes what the agent does the same way), the archive by Info-ZIP's zip: neither 
 under test."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -31,7 +32,25 @@ def disk_of(tmp_path: Path, make) -> Ext4:
     home.mkdir(parents=True)
     make(home)
     raw = tmp_path / "disk.raw"
-    subprocess.run(["mkfs.ext4", "-q", "-d", str(tree), str(raw), "32M"], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-b", "4096", "-d", str(tree), str(raw), "32M"], check=True)
+    image = DiskImage(raw).__enter__()
+    return Ext4(image.read)
+
+
+def mounted_disk_of(tmp_path: Path, make) -> Ext4:
+    """As disk_of, the tree written through this host's kernel on the mounted filesystem (for a
+    tree mkfs.ext4 -d cannot copy in: deeper than its paths go)."""
+    raw = tmp_path / "disk.raw"
+    subprocess.run(["mkfs.ext4", "-q", "-b", "4096", str(raw), "64M"], check=True)
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(raw), str(mount)], check=True)
+    try:
+        home = mount / HOME.lstrip("/")
+        home.mkdir(parents=True)
+        make(home)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
     image = DiskImage(raw).__enter__()
     return Ext4(image.read)
 
@@ -44,22 +63,65 @@ def verdict_of(tmp_path: Path, task: str, make, paths: tuple[str, ...] | None = 
     return verify_on_disk(CORE / task, tmp_path / "files", HOME)
 
 
-def test_what_the_task_names_is_copied_as_the_guest_would_read_it(tmp_path):
+def test_what_the_task_names_is_copied_and_no_link_is_followed_to_what_the_user_could_not_read(tmp_path):
     def make(home: Path) -> None:
         (home / "result.txt").write_text("53361\n")
-        (home / "via-link").symlink_to("result.txt")  # a named link: followed, as open() would
+        (home / "via-link").symlink_to("/etc/ssh/ssh_host_ed25519_key")  # named: the host would read root's file
         (home / "projects" / "alpha").mkdir(parents=True)
         (home / "projects" / "alpha" / "notes").write_text("n")
         (home / "projects" / "out").symlink_to("/etc/shadow")  # inside a folder: listed, never followed
     fs = disk_of(tmp_path, make)
-    manifest = copy_disk_files(fs, (f"{HOME}/via-link", f"{HOME}/projects", f"{HOME}/missing"), tmp_path / "f")
+    manifest = copy_disk_files(fs, (f"{HOME}/result.txt", f"{HOME}/via-link", f"{HOME}/projects", f"{HOME}/missing"),
+                               tmp_path / "f")
     root = tmp_path / "f" / HOME.lstrip("/")
-    assert (root / "via-link").read_text() == "53361\n" and not (root / "via-link").is_symlink()
+    assert (root / "result.txt").read_text() == "53361\n"
+    assert not (root / "via-link").exists() and not (root / "via-link").is_symlink()
+    assert manifest["paths"][f"{HOME}/via-link"] == {"kind": "link", "target": "/etc/ssh/ssh_host_ed25519_key"}
     assert (root / "projects" / "alpha" / "notes").read_text() == "n"
     assert not (root / "projects" / "out").exists() and not (root / "projects" / "out").is_symlink()
     assert manifest["paths"][f"{HOME}/projects/out"] == {"kind": "link", "target": "/etc/shadow"}
     assert manifest["paths"][f"{HOME}/missing"] == {"kind": "missing"}
     assert json.loads((tmp_path / "f" / "manifest.json").read_text()) == manifest
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="loop-mounts the image to make a tree deeper than mkfs.ext4 -d copies")
+def test_a_tree_deeper_than_pythons_recursion_is_copied(tmp_path):
+    depth = 1200  # past Python's default recursion limit of 1000
+
+    def make(home: Path) -> None:
+        fd = os.open(home, os.O_RDONLY)
+        for _ in range(depth):  # by folder descriptors: the path is longer than the host takes at once
+            os.mkdir("a", dir_fd=fd)
+            inner = os.open("a", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as leaf:
+            leaf.write("deep")
+        os.close(fd)
+    fs = mounted_disk_of(tmp_path, make)
+    try:
+        manifest = copy_disk_files(fs, (HOME,), tmp_path / "f")
+    finally:  # pytest's own clean-up of tmp_path walks trees by recursion
+        subprocess.run(["rm", "-rf", str(tmp_path / "f")], check=True)
+    assert manifest["stopped"] is None and manifest["entries"] == depth + 2  # the home, the folders, the leaf
+    assert f"{HOME}/" + "a/" * depth + "leaf.txt" not in manifest["paths"] or \
+        manifest["paths"][f"{HOME}/" + "a/" * depth + "leaf.txt"]["kind"] == "unreadable"  # past the host's PATH_MAX
+
+
+def test_a_link_that_climbs_up_and_down_many_times_is_resolved_by_reading_each_folder_once(tmp_path, monkeypatch):
+    def make(home: Path) -> None:
+        (home / "D" / "x").mkdir(parents=True)
+        for i in range(300):
+            (home / "D" / f"name-{i:04d}-{'y' * 40}").write_text("z")
+        (home / "result.txt").write_text("53361\n")
+        (home / "climb").symlink_to("D/" + "x/../" * 600 + "../result.txt")
+    fs = disk_of(tmp_path, make)
+    reads = []
+    real_entries = Ext4.entries
+    monkeypatch.setattr(Ext4, "entries", lambda self, inode: reads.append(inode.number) or real_entries(self, inode))
+    number = fs.lookup(f"{HOME}/climb", follow_last=True)
+    assert number is not None and fs.read_all(fs.inode(number), 100) == b"53361\n"
+    assert len(reads) <= 6, len(reads)  # /, home, cu, D, x: each once
 
 
 def test_the_copy_is_bounded(tmp_path, monkeypatch):
