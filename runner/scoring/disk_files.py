@@ -42,7 +42,7 @@ class _Copy:
 def copy_disk_files(fs: Ext4, paths: tuple[str, ...], into: Path) -> dict:
     """PATHS (absolute guest paths) from FS into INTO, each at its guest path under INTO (INTO/home/cu/goal.txt);
     INTO/MANIFEST says what each named path was, what was not copied and why. Returns the manifest."""
-    into.mkdir(parents=True, exist_ok=True)
+    into.mkdir(mode=0o700, exist_ok=True)  # in the run's folder, which is the runner's alone
     copy = _Copy(fs, into)
     for path in paths:
         try:
@@ -56,6 +56,7 @@ def copy_disk_files(fs: Ext4, paths: tuple[str, ...], into: Path) -> dict:
         _copy_tree(copy, path, number)
     manifest = {"paths": copy.manifest, "entries": copy.entries, "bytes": copy.bytes, "stopped": copy.over}
     (into / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (into / MANIFEST).chmod(0o600)
     return manifest
 
 
@@ -116,7 +117,7 @@ def _copy_file(copy: _Copy, path: str, inode: Inode) -> None:
         return
     target = _host_folder(copy.into, posixpath.dirname(path)) / posixpath.basename(path)
     # A new file in a folder the copy made itself: nothing there was made by anyone else.
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out:
         for chunk in copy.fs.chunks(inode):
             out.write(chunk)
@@ -124,8 +125,12 @@ def _copy_file(copy: _Copy, path: str, inode: Inode) -> None:
 
 
 def _host_folder(into: Path, path: str) -> Path:
-    folder = into.joinpath(*(p for p in path.split("/") if p))
-    folder.mkdir(parents=True, exist_ok=True)
+    """INTO's folder for the guest's PATH, each folder on the way made the runner's alone (0700),
+    as every folder of a run is."""
+    folder = into
+    for part in (p for p in path.split("/") if p):
+        folder = folder / part
+        folder.mkdir(mode=0o700, exist_ok=True)
     return folder
 
 
