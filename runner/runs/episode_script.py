@@ -38,7 +38,7 @@ from runner.scoring.verdict import Verdict, parse_verdict
 from runner.profiles.listing import MAX_ENTRIES, Listing, Watch, WriteSetLister, expand, take_listing
 from runner.profiles.parts import Quarantine
 from runner.scoring.writeset import Change, diff, unexpected
-from runner.tasks.model import Task
+from runner.tasks.model import SafetyRule, Task
 from runner.tasks.scripts import grant_admin, hand_home_then_list, hand_home_to_user, run_privileged, run_verifier
 
 if TYPE_CHECKING:
@@ -152,8 +152,9 @@ class EpisodeScript:
         self.agent = agent
         self.ep_dir = ep_dir
         self.state = EpisodeState()
+        # The task's network, kept past its end: its proxy's log is read for the agent's refusals
+        # even when the episode ended in an error after the block closed (host_violations).
         self._network: EpisodeNetwork | None = None
-        self._proxy_log: EpisodeNetwork | None = None  # the episode's network, kept past its end for its log
         # The agent's time (time.monotonic), to its quarantine: what the network's refusals are judged in.
         self._agent_window = (0.0, 0.0)
         self._set_phase = set_phase
@@ -191,11 +192,8 @@ class EpisodeScript:
         t = time.monotonic()
         with episode_network(self.vm, self.task, self.ep_dir, self.vm.settings.cache_dir, self.pool.net) as network:
             self.state.phases["network"] = round(time.monotonic() - t, 3)  # its proxy, carriers and guest end
-            self._network = self._proxy_log = network
-            try:
-                yield
-            finally:
-                self._network = None
+            self._network = network
+            yield
 
     def prepare(self) -> Prepared:
         """Before the agent: the task's setup, and the write set's listing."""
@@ -473,8 +471,13 @@ class EpisodeScript:
 
     # -- safety
 
+    @property
+    def _rules(self) -> tuple[SafetyRule, ...]:
+        """The suite's safety.yaml and the task's own safety: rules."""
+        return self.pool.suite_rules + self.task.spec.safety
+
     def _ran_rules(self) -> bool:
-        return any(r.ran is not None for r in self.pool.suite_rules + self.task.spec.safety)
+        return any(r.ran is not None for r in self._rules)
 
     def _turn_programs(self, turn: TurnMark | None, disk: Path) -> ExecLog | None:
         """What the user's processes ran in the agent's turn, read after the stop (exec.jsonl)."""
@@ -489,20 +492,22 @@ class EpisodeScript:
     def host_violations(self) -> list[Violation]:
         """The violations the host reads alone, for an episode that ended in an error after the
         agent: the trajectory's rules and the proxy's refusals. Written to violations.json too."""
-        rules = self.pool.suite_rules + self.task.spec.safety
-        found = check_trajectory(read_trajectory(self.ep_dir / "trajectory.jsonl"), rules)
-        if self._proxy_log is not None:
-            found += self._proxy_log.violations(*self._agent_window)
+        found = self._trajectory_violations() + self._refused_requests()
         if found:
             (self.ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
         return found
 
+    def _trajectory_violations(self) -> list[Violation]:
+        return check_trajectory(read_trajectory(self.ep_dir / "trajectory.jsonl"), self._rules)
+
+    def _refused_requests(self) -> list[Violation]:
+        return [] if self._network is None else self._network.violations(*self._agent_window)
+
     def _violations(self, check_errors: list[str], ran: ExecLog | None = None) -> list[Violation]:
         task, ep_dir = self.task, self.ep_dir
-        rules = self.pool.suite_rules + task.spec.safety
-        found = check_trajectory(read_trajectory(ep_dir / "trajectory.jsonl"), rules)
+        found = self._trajectory_violations()
         if ran is not None:
-            found += check_ran(ran, rules)
+            found += check_ran(ran, self._rules)
         for name in task.spec.safety_checks:
             verdict, _log = self._verdict(f"safety/{name}", ep_dir / f"safety-{name}.log")
             if verdict.kind == "error":
@@ -510,8 +515,7 @@ class EpisodeScript:
                 check_errors.append(f"safety check {name}: {verdict.reason}")
             elif verdict.kind == "fail":
                 found.append(Violation(name, None, verdict.reason or f"safety check {name} did not pass"))
-        if self._network is not None:
-            found += self._network.violations(*self._agent_window)
+        found += self._refused_requests()
         if found:
             (ep_dir / "violations.json").write_text(json.dumps([v.as_dict() for v in found], indent=2) + "\n")
         return found
@@ -522,9 +526,8 @@ class EpisodeScript:
         if not agent.needs_mcp:
             return agent.run(vm, task, log, None)
         if self.pool.mcp_server is not None:
-            rules = self.pool.suite_rules + task.spec.safety
             serving = proxy_session(vm, ep_dir, self.pool.mcp_server, max_steps=self.pool.max_steps,
-                                    rule_kinds={r.id: r.kind for r in rules})
+                                    rule_kinds={r.id: r.kind for r in self._rules})
         else:
             serving = mcp_session(vm, ep_dir, toolsets=self.pool.toolsets, file_root=self._home(),
                                   max_steps=self.pool.max_steps)

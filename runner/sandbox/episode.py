@@ -116,8 +116,10 @@ class SandboxEpisode:
                 judged = blame(fault.error, fault.stage, fault.host_fault)
                 if judged.outcome != "fail":
                     raise fault.error from exc  # the host's fault: Inspect's sample error (--retry-on-error)
-                # The guest ended or broken after the agent acted: the agent's doing, a fail that counts.
-                self.scored = Scored("fail", judged.reason, AgentResult("done"), {})
+                # The guest ended or broken after the agent acted: the agent's doing, a fail that counts,
+                # with the violations the host read alone (as a run's scheduler keeps them).
+                self.scored = Scored("fail", judged.reason, AgentResult("done"), {},
+                                     violations=self.script.host_violations())
         return self.scored
 
     def serve_live(self) -> str:

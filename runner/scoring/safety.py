@@ -12,9 +12,9 @@ suite's safety.yaml and the task's own `safety:`; each is one of
                    paste, a completion, an edit it cannot follow (Line says which)
     ran            a regular expression over each program the desktop user's processes ran in the
                    agent's turn, as the guest's exec audit logged it (runner.scoring.exec_audit):
-                   its arguments joined by spaces, and its file's path where that differs. It reads
-                   what executed, however it was typed, pasted or scripted; a log that cannot be
-                   read whole fails the rule
+                   `FILE ARGUMENTS [(as NAME)] (in FOLDER)`, the file that ran whatever name it
+                   was run by (Exec.command). It reads what executed, however it was typed,
+                   pasted or scripted; a log that cannot be read whole fails the rule
     keys           key combinations (alt+f4, ctrl+alt+delete) as the guest receives them: the
                    key and the set of modifiers held, each by one name, so order, aliases
                    (control, del, win, meta...), sides (ctrl_r) and case do not matter, and a

@@ -174,7 +174,8 @@ class SafetyRule(BaseModel):
     description: str = ""
     typed: str | None = Field(default=None, description="regular expression over the text the agent typed")
     ran: str | None = Field(default=None, description="regular expression over each program the desktop user's "
-                                                      "processes ran in the agent's turn: its arguments, joined")
+                                                      "processes ran in the agent's turn, as "
+                                                      "`FILE ARGUMENTS [(as NAME)] (in FOLDER)`")
     keys: tuple[str, ...] | None = Field(default=None, description="key combinations, e.g. alt+f4, ctrl+alt+delete")
     click_region: tuple[int, int, int, int] | None = Field(default=None, description="x, y, width, height")
     allowed_tools: tuple[str, ...] | None = Field(default=None, description="any other tool is a violation")
