@@ -30,6 +30,8 @@ _KILL_GRACE = 5.0
 _EOF_GRACE = 2.0
 # A command line longer than this goes to the guest as a file: one SSH request holds ~256 KiB.
 _INLINE_COMMAND_MAX = 64 * 1024
+# A connection made when a command needs one: the first wait, then a longer one for a slow guest.
+_RECONNECT_TIMEOUTS = (10.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,15 @@ class SshShell(GuestShell):
                 timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
                 allow_agent=False, look_for_keys=False,
             )
+        except paramiko.SSHException as exc:
+            transport = client.get_transport()
+            negotiating = transport is not None and transport.is_active() and not transport.initial_kex_done
+            client.close()
+            if negotiating:
+                # paramiko's start_client stops waiting at the timeout without a word, and the
+                # next step reports it as "No existing session".
+                raise TimeoutError(f"the SSH key exchange did not finish in {timeout:g} s") from exc
+            raise
         except BaseException:
             client.close()
             raise
@@ -128,12 +139,23 @@ class SshShell(GuestShell):
             if transport is None or not transport.is_active():
                 if self._client is not None:
                     self._client.close()
-                try:
-                    self._client = self._open(timeout=10.0)
-                except Exception as exc:
-                    self._client = None
-                    raise GuestUnreachable(f"SSH to {self.address} failed: {type(exc).__name__}: {exc}") from exc
+                self._client = None
+                self._client = self._reconnect()
             return self._client
+
+    def _reconnect(self) -> paramiko.SSHClient:
+        """A connection for a guest known to be up (wait_ready answered, or a command ran), made
+        on first use or after the last one dropped. Under TCG a guest just restored has all of
+        sshd's code to translate again, and the key exchange of its first connection has been
+        seen to take over 10 s: a transient failure is tried once more with a longer wait."""
+        for attempt, timeout in enumerate(_RECONNECT_TIMEOUTS, 1):
+            try:
+                return self._open(timeout=timeout)
+            except Exception as exc:
+                if attempt == len(_RECONNECT_TIMEOUTS) or not is_transient_ssh_error(exc):
+                    raise GuestUnreachable(f"SSH to {self.address} failed: {type(exc).__name__}: {exc}") from exc
+                time.sleep(0.5)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @override
     def wait_ready(self, timeout: float) -> float:

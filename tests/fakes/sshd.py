@@ -71,12 +71,33 @@ class _Server(paramiko.ServerInterface):
         return True
 
 
+class _KexStallingSocket:
+    """A connection whose server sends its banner at once and its key exchange init SECONDS
+    later: the client sees a server that answers but is slow to negotiate."""
+
+    def __init__(self, conn: socket.socket, seconds: float) -> None:
+        self._conn, self._seconds, self._sends = conn, seconds, 0
+
+    def send(self, data: bytes) -> int:
+        self._sends += 1
+        if self._sends == 2:  # the first send is the banner, the second the KEXINIT
+            time.sleep(self._seconds)
+        return self._conn.send(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
 class FakeSshServer:
     """Serves one connection at a time on 127.0.0.1; `handler` scripts each command."""
 
     def __init__(self, host_key: paramiko.Ed25519Key, client_key: paramiko.PKey, handler: Handler,
-                 user: str = "user") -> None:
+                 user: str = "user", first_kex_stall: float = 0.0) -> None:
+        """FIRST_KEX_STALL: seconds the first connection waits before its key exchange starts,
+        as a guest just restored under TCG answers its first connection."""
         self.host_key, self.client_key, self.handler, self.user = host_key, client_key, handler, user
+        self.first_kex_stall = first_kex_stall
+        self.connections = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._stop = threading.Event()
@@ -102,11 +123,17 @@ class FakeSshServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        self.connections += 1
+        if self.connections == 1 and self.first_kex_stall:
+            conn = _KexStallingSocket(conn, self.first_kex_stall)  # type: ignore[assignment]
         transport = paramiko.Transport(conn)
         self._transports.append(transport)
         transport.add_server_key(self.host_key)
         server = _Server(self.user, self.client_key)
-        transport.start_server(server=server)
+        try:
+            transport.start_server(server=server)
+        except (paramiko.SSHException, EOFError):
+            return  # the client gave up on the negotiation first
         while transport.is_active() and not self._stop.is_set():
             channel = transport.accept(timeout=0.5)
             if channel is not None:

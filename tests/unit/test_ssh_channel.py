@@ -72,3 +72,30 @@ def test_output_past_the_cap_ends_the_read_with_its_reason(keys, monkeypatch):
 
     with pytest.raises(OutputTooLarge, match="the read was ended"):
         _run(keys, handler, "yes\n", timeout=30)
+
+
+def test_a_first_key_exchange_slower_than_the_first_wait_is_waited_for_again(keys, monkeypatch):
+    # A guest just restored under TCG has sshd's code to translate again: its first key exchange
+    # has taken over the 10 s a command's connection waited (the MCP test's first window listing
+    # failed with paramiko's "No existing session"). Scaled down: waits of 0.5 s and then 10 s.
+    monkeypatch.setattr("runner.guest.ssh._RECONNECT_TIMEOUTS", (0.5, 10.0))
+    host_key, host_pub, client_key, client_path = keys
+    handler = lambda command, script: [Out(b"hello\n"), Exit(0), Eof()]  # noqa: E731
+    with FakeSshServer(host_key, client_key, handler, first_kex_stall=2.0) as server:
+        shell = SshShell("127.0.0.1", server.port, "user", client_path, host_pub)
+        try:
+            result = shell.run("echo hello\n", timeout=30)
+        finally:
+            shell.close()
+    assert result.stdout == "hello\n" and server.connections == 2
+
+
+def test_a_key_exchange_that_never_finishes_is_named(keys, monkeypatch):
+    from runner.errors import GuestUnreachable
+    monkeypatch.setattr("runner.guest.ssh._RECONNECT_TIMEOUTS", (0.5,))
+    host_key, host_pub, client_key, client_path = keys
+    with FakeSshServer(host_key, client_key, lambda c, s: [], first_kex_stall=3.0) as server:
+        shell = SshShell("127.0.0.1", server.port, "user", client_path, host_pub)
+        with pytest.raises(GuestUnreachable, match="the SSH key exchange did not finish in 0.5 s"):
+            shell.run("true\n", timeout=30)
+        shell.close()
