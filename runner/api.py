@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from rich.console import Console
 
@@ -23,6 +23,9 @@ from runner.runs.pool import PoolOpener
 from runner.runs.request import RunOptions, RunRequest
 from runner.records.results import EpisodeRecord
 from runner.runs.run import RunResult
+
+if TYPE_CHECKING:
+    from runner.audit.run import AuditResult
 
 def run_request(suite: str, agent: str, **options: Unpack[RunOptions]) -> RunRequest:
     """A RunRequest from the CLI's options by their flat names (vm_pool, trials, out, model, ...:
@@ -72,6 +75,20 @@ def validate(suite: str, *, cache_dir: str | Path | None = None, libvirt_uri: st
     code, problems = validate_suite(_settings(cache_dir, libvirt_uri), request, console or Console(stderr=True),
                                     pool_opener(request))
     return Validation(out_dir, problems, code)
+
+
+def audit(suite: str, attacks: str = "all", *, quick: str | Path | None = None, cache_dir: str | Path | None = None,
+          libvirt_uri: str | None = None, console: Console | None = None, **options: Unpack[RunOptions]) -> AuditResult:
+    """Runs the audit's ATTACKS (comma-separated names, "all", or MODULE:CLASS of your own) against
+    every task of SUITE, as `cu-run audit` does (docs/audit.md), with the oracle and nop controls
+    (or, with QUICK, those of a validate folder). OPTIONS: as for validate."""
+    from runner.audit.attacks import attack_agents
+    from runner.audit.run import audit_suite
+
+    request = RunRequest.of(suite, "nop", **options)
+    return audit_suite(_settings(cache_dir, libvirt_uri), request, attack_agents(attacks),
+                       console or Console(stderr=True), Path(quick) if quick is not None else None,
+                       pool_opener(request))
 
 
 @dataclass(frozen=True)

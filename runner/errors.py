@@ -18,7 +18,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 1  # a task, a suite, a file or a name that is wrong or missing
     BAD_OPTION = 2  # a misspelt option or a bad value for one (the command line's parser)
     INFRA = 3  # infrastructure errors left episodes unscored, or a planned episode has no result
-    GATE = 4  # --fail-under missed, or validate found an oracle that failed or a nop that passed
+    GATE = 4  # --fail-under missed, validate found an oracle that failed or a nop that passed, or audit an unsafe pair
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; `--resume` continues a run
 
 

@@ -14,7 +14,8 @@ from runner.registry import Registry
 from runner.tasks.model import Task
 
 # The modules that register the built-in agents, each its own (loaded at the first lookup).
-BUILT_IN = ("runner.agents.builtin", "runner.agents.scripted", "runner.agents.command", "runner.agents.model_cli")
+BUILT_IN = ("runner.agents.builtin", "runner.agents.scripted", "runner.agents.command", "runner.agents.model_cli",
+            "runner.audit.attacks")
 UI_ORACLE = "ui_oracle.yaml"  # the scripted agent's default script, in each task's folder
 
 

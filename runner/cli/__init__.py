@@ -9,7 +9,7 @@ import sys
 
 from rich.markup import escape
 
-from runner.cli import benchmarks, cluster, host, images, runs, study, tasks, vm  # noqa: F401 - each registers its commands
+from runner.cli import audit, benchmarks, cluster, host, images, runs, study, tasks, vm  # noqa: F401 - each registers its commands
 from runner.cli.options import app, err
 from runner.errors import CuRunError, ExitCode, InfraError, UsageError
 from runner.interrupts import Insisted

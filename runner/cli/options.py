@@ -64,6 +64,9 @@ LibvirtUri = Annotated[str | None, typer.Option("--libvirt-uri", envvar="CU_RUN_
                                                    help="libvirt connection [default: qemu:///system]")]
 
 
+ATTACK_PREFIX = "attack-"  # runner.audit.attacks.PREFIX, not imported here: the help stays light
+
+
 def _agent_name(name: str) -> str:
     """--agent: a built-in agent (runner.agents.registry), or MODULE:CLASS (an Agent subclass of the user's)."""
     from runner.agents.registry import agent_names
@@ -84,9 +87,12 @@ def registered_for_help(names: Callable[[], tuple[str, ...]]) -> str:
 
 
 def _agent_names() -> tuple[str, ...]:
+    """The agents, the audit's attacks as one entry: they are listed by `cu-run audit --help`."""
     from runner.agents.registry import agent_names
 
-    return agent_names()
+    names = agent_names()
+    attacks = [n for n in names if n.startswith(ATTACK_PREFIX)]
+    return tuple(n for n in names if n not in attacks) + ((f"{ATTACK_PREFIX}NAME (the audit's attacks)",) if attacks else ())
 
 
 def _a_benchmark(name: str) -> str:

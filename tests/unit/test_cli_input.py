@@ -45,8 +45,14 @@ def test_the_help_names_the_agents_and_images_there_are():
     from runner.agents.registry import agent_names
     from runner.images.builders import builder_names
 
-    assert f"who acts on the VM: {', '.join(agent_names())}, or MODULE:CLASS" in shown_help("run")
-    assert agent_names() == ("oracle", "nop", "scripted", "command", "claude", "codex")
+    from runner.audit.attacks import PREFIX, battery_names
+    from runner.cli.options import ATTACK_PREFIX
+
+    assert ATTACK_PREFIX == PREFIX
+    agents = ("oracle", "nop", "scripted", "command", "claude", "codex")
+    assert f"who acts on the VM: {', '.join(agents)}, attack-NAME (the audit's attacks), or MODULE:CLASS" \
+        in shown_help("run")
+    assert agent_names() == agents + tuple(PREFIX + a for a in battery_names())
     assert f"the image to build: {', '.join(builder_names())}" in shown_help("image", "build")
 
 

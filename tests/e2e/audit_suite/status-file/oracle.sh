@@ -1,0 +1,1 @@
+mkdir -p ~/Documents && printf 'ready\n' > ~/Documents/status.txt
