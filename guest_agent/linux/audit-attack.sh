@@ -11,4 +11,5 @@
 : "${ATTACK?}" "${INSTRUCTION?}" "${PROGRAM_TEXT?}"
 mkdir -p "$HOME/.cache" || exit 1
 printf '%s\n' "$PROGRAM_TEXT" > "$HOME/.cache/cu-audit-attacks.py" || exit 1
+export CU_AUDIT_GUEST=1  # the program runs nowhere else
 exec /usr/bin/python3 -I "$HOME/.cache/cu-audit-attacks.py" "$ATTACK" "$INSTRUCTION"

@@ -85,6 +85,10 @@ class GuestAttack(Agent):
             return AgentResult("timeout", f"the attack ran past {task.spec.timeout_s} s")
         log.write_text(f"attack {self.info.name}: exit {result.exit_code}\n--- stdout\n{result.stdout}"
                        f"\n--- stderr\n{result.stderr}")
+        if result.exit_code != 0:
+            # An attack that broke tried nothing: its pair proves nothing (the audit says so).
+            return AgentResult("error", f"the attack's program exited {result.exit_code}: "
+                                        f"{result.stderr.strip()[-300:]}")
         return AgentResult("done")
 
 

@@ -19,7 +19,8 @@ from runner.records.report_values import html_text, text
 
 AUDIT_JSON, AUDIT_HTML, AUDIT_JUNIT = "audit.json", "report.html", "junit.xml"
 MAX_REASON = 1000
-MARK = {"safe": "safe", "ok": "passes", "unsafe": "UNSAFE", "broken": "BROKEN"}
+MARK = {"safe": "safe", "ok": "passes", "unsafe": "UNSAFE", "broken": "BROKEN", "inconclusive": "INCONCLUSIVE",
+        "unproven": "no oracle"}
 
 
 def write_audit_reports(out_dir: Path, audit: dict, cells: list[Cell]) -> None:
@@ -31,7 +32,7 @@ def write_audit_reports(out_dir: Path, audit: dict, cells: list[Cell]) -> None:
 
 
 def counts(cells: list[Cell]) -> dict[str, int]:
-    return {status: sum(1 for c in cells if c.status == status) for status in ("safe", "unsafe", "broken", "ok")}
+    return {status: sum(1 for c in cells if c.status == status) for status in MARK}
 
 
 def render_junit(audit: dict, cells: list[Cell]) -> str:
@@ -53,7 +54,7 @@ def render_junit(audit: dict, cells: list[Cell]) -> str:
 
 
 def render_html(audit: dict, cells: list[Cell]) -> str:
-    attacks = [a["agent"] for a in audit.get("attacks", [])]
+    attacks = [a["name"] for a in audit.get("attacks", [])]  # the cells' names for them
     columns = [c for c in (ORACLE, NOP) if any(cell.attack == c for cell in cells)] + attacks
     tasks = sorted({c.task for c in cells})
     by = {(c.task, c.attack): c for c in cells}
@@ -63,10 +64,12 @@ def render_html(audit: dict, cells: list[Cell]) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>cu-run audit: {html_text(audit.get('suite', ''), 200)}</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}.unsafe,.broken{background:#f8d0d0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
+        ".unsafe,.broken,.inconclusive{background:#f8d0d0}.unproven{background:#f0f0c8}"
         ".safe,.ok{background:#d8f0d8}.why{font-size:90%}</style></head><body>",
         f"<h1>cu-run audit: {html_text(audit.get('suite', ''), 200)}</h1>",
-        f"<p>{n['unsafe']} unsafe pairs, {n['broken']} tasks whose oracle did not pass, {n['safe']} safe pairs "
+        f"<p>{n['unsafe']} unsafe pairs, {n['broken']} tasks whose oracle did not pass, {n['inconclusive']} pairs "
+        f"whose attack broke, {n['safe']} safe pairs, {n['unproven']} tasks without an oracle "
         f"({len(tasks)} tasks, {len(attacks)} attacks). An unsafe pair is a task an agent can be scored a pass on "
         "without doing it, or whose failure drops out of the rate, or where a violation went unrecorded.</p>",
     ]

@@ -8,6 +8,7 @@ With --quick, the controls are read from a `validate` folder instead of run agai
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from runner.audit.attacks import describe
-from runner.audit.judge import NOP, ORACLE, Acts, Cell, judge, read_acts
+from runner.audit.judge import NOP, ORACLE, Acts, Cell, judge, read_acts, unproven
 from runner.audit.report import AUDIT_HTML, AUDIT_JSON, counts, write_audit_reports
 from runner.config import Settings, private_dir
 from runner.errors import ExitCode, UsageError
@@ -28,7 +29,9 @@ from runner.runs.pool import PoolOpener
 from runner.runs.request import RunRequest
 from runner.runs.run import run_planned
 from runner.runs.run_plan import RunPlan, plan_run
-from runner.tasks.model import Task
+from runner.scoring.verdict import clean_reason
+from runner.tasks.model import SafetyRule, Suite, Task, TagFilter, load_suite
+from runner.tasks.selection import load_selection
 
 RUNS = "runs"  # OUT/runs/<column>/: each control's and attack's run folder
 
@@ -47,44 +50,46 @@ class AuditResult:
 def audit_suite(settings: Settings, request: RunRequest, attacks: list[str], console: Console,
                 quick: Path | None = None, open_pool: PoolOpener = open_local_pool) -> AuditResult:
     """REQUEST's tasks against the controls and ATTACKS (agent names: attack_agents), every run
-    planned, and so checked, before any VM starts."""
+    planned, and so checked, before any VM starts. REQUEST's resume finishes an audit in its folder."""
     suite_name = Path(request.work.suite).name
     out_dir = (request.results.out or Path("runs") / f"audit-{suite_name}-{datetime.now(UTC):%Y%m%dT%H%M%S}").resolve()
-    if (out_dir / AUDIT_JSON).exists():
-        raise UsageError(f"{out_dir} already holds an audit", fix="choose another --out")
-    controls = _controls_from(quick) if quick is not None else None
+    resume = request.results.resume
+    if (out_dir / AUDIT_JSON).exists() and not resume:
+        raise UsageError(f"{out_dir} already holds an audit", fix="add --resume to finish it, or choose another --out")
+    suite = load_suite(request.work.suite)
+    chosen = _chosen(suite, request)
+    controls = _controls_from(quick, suite) if quick is not None else None
+    with_oracle = tuple(t for t in chosen if t.script("oracle") is not None)
     columns = ([] if controls is not None else [(ORACLE, "oracle"), (NOP, "nop")]) \
         + [(describe(agent)["name"], agent) for agent in attacks]
     planned: list[tuple[str, RunPlan, RunRequest]] = []
     for column, agent in columns:
-        sub = request.with_options(agent=agent, out=out_dir / RUNS / _folder(column), fail_under=None, resume=False)
-        plan = plan_run(settings, sub)
+        sub = request.with_options(agent=agent, out=out_dir / RUNS / _folder(column), fail_under=None, resume=resume)
         if column == ORACLE:
-            with_oracle = tuple(t.id for t in plan.tasks if t.script("oracle") is not None)
             if not with_oracle:
                 continue
-            if len(with_oracle) < len(plan.tasks):
-                sub = sub.with_options(tasks=with_oracle)
-                plan = plan_run(settings, sub)
-        planned.append((column, plan, sub))
+            if len(with_oracle) < len(chosen):  # as validate does: the oracle runs where there is one
+                sub = sub.with_options(tasks=tuple(t.id for t in with_oracle), tags=TagFilter(), selection=None)
+        planned.append((column, plan_run(settings, sub), sub))
     private_dir(out_dir)
-    console.print(f"audit {out_dir}: {len(planned[0][1].tasks) if planned else 0} tasks against "
-                  f"{len(attacks)} attacks{'' if controls else ' and the oracle and nop controls'}", highlight=False)
+    console.print(f"audit {escape(str(out_dir))}: {len(chosen)} tasks against {len(attacks)} attacks"
+                  f"{'' if controls else ' and the oracle and nop controls'}", highlight=False)
     run_planned(settings, [(plan, sub) for _column, plan, sub in planned], console, open_pool,
                 live_title=f"audit {suite_name}", live_dir=out_dir)
-    tasks = planned[-1][1].tasks
-    rules = planned[-1][1].suite.safety
     cells: list[Cell] = []
-    for column, plan, sub in planned:
-        folder = sub.results.out
-        assert folder is not None
-        cells += _judged(out_dir, folder, column, plan.tasks, rules, sub.work.trials, ResultLog(folder).latest())
+    for column, _plan, sub in planned:
+        assert sub.results.out is not None
+        tasks = with_oracle if column == ORACLE else chosen  # a task a run left out has no result: unsafe
+        cells += _judged(out_dir, sub.results.out, column, tasks, suite.safety, sub.work.trials,
+                         ResultLog(sub.results.out).latest())
     if controls is not None:
         for column, (folder, records) in controls.items():
-            chosen = tasks if column == NOP else tuple(t for t in tasks if t.script("oracle") is not None)
-            cells += _judged(out_dir, folder, column, chosen, rules, 1, records)
+            tasks = with_oracle if column == ORACLE else chosen
+            cells += _judged(out_dir, folder, column, tasks, suite.safety, max((r.trial for r in records), default=1),
+                             records)
+    cells += [unproven(t) for t in chosen if t not in with_oracle]
     cells.sort(key=lambda c: (c.task, c.attack))
-    audit = {"suite": suite_name, "suite_folder": str(planned[-1][1].suite.folder),
+    audit = {"suite": suite_name, "suite_folder": str(suite.folder), "suite_sha256": suite.content_hash(),
              "attacks": [describe(a) for a in attacks], "quick": str(quick) if quick else None,
              "ended_at": datetime.now(UTC).isoformat(), "counts": counts(cells)}
     write_audit_reports(out_dir, audit, cells)
@@ -93,13 +98,21 @@ def audit_suite(settings: Settings, request: RunRequest, attacks: list[str], con
     return AuditResult(out_dir, cells, int(code))
 
 
-def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], suite_rules: tuple, trials: int,
-            records: list[EpisodeRecord]) -> list[Cell]:
-    """A cell per task of COLUMN's run in FOLDER: each trial judged, the first unsafe one kept."""
+def _chosen(suite: Suite, request: RunRequest) -> tuple[Task, ...]:
+    """The tasks the audit is about, as the request names them: each gets a cell in every column,
+    whether or not a run kept it (a run leaves out a task it cannot run, and says so)."""
+    work = request.work
+    ids = load_selection(work.selection, suite) if work.selection is not None else list(work.tasks)
+    return suite.select(ids, work.tags)
+
+
+def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], suite_rules: tuple[SafetyRule, ...],
+            trials: int, records: list[EpisodeRecord]) -> list[Cell]:
+    """A cell per task of COLUMN's run in FOLDER: each trial judged, the first that is a problem kept."""
     by = {(r.task_id, r.trial): r for r in records}
     cells = []
     for task in tasks:
-        rules = tuple(suite_rules) + task.spec.safety
+        rules = suite_rules + task.spec.safety
         judged = []
         for trial in range(1, trials + 1):
             episode = folder / task.id / str(trial)
@@ -110,8 +123,8 @@ def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], s
     return cells
 
 
-def _controls_from(validated: Path) -> dict[str, tuple[Path, list[EpisodeRecord]]]:
-    """--quick: the oracle's and nop's records of a `validate` folder."""
+def _controls_from(validated: Path, suite: Suite) -> dict[str, tuple[Path, list[EpisodeRecord]]]:
+    """--quick: the oracle's and nop's records of a `validate` folder of this suite as it is now."""
     found = {}
     for column in (ORACLE, NOP):
         folder = validated / column
@@ -119,6 +132,15 @@ def _controls_from(validated: Path) -> dict[str, tuple[Path, list[EpisodeRecord]
         if column == NOP and not records:
             raise UsageError(f"--quick {validated}: no nop results in it",
                              fix="give the folder `cu-run validate --out FOLDER` wrote, or leave --quick out")
+        if records:
+            try:
+                ran = json.loads((folder / "run.json").read_text())["suite"]["content_sha256"]
+            except (OSError, ValueError, KeyError, TypeError):
+                ran = None
+            if ran != suite.content_hash():
+                raise UsageError(f"--quick {validated}: its {column} run was of another version of suite {suite.name} "
+                                 "(its run.json's suite hash differs, or it has none)",
+                                 fix="validate the suite again, or leave --quick out")
         found[column] = (folder, records)
     return found
 
@@ -132,8 +154,14 @@ def _print(console: Console, out_dir: Path, cells: list[Cell]) -> None:
     n = counts(cells)
     for c in cells:
         if c.unsafe:
-            console.print(f"[bold red]{c.status}:[/] {escape(c.task)} x {escape(c.attack)}: {escape(c.why)}"
-                          f"{' (verifier: ' + escape(c.reason[:200]) + ')' if c.reason else ''}", highlight=False)
-    verdict = "[green]every pair safe[/]" if not n["unsafe"] and not n["broken"] else \
-        f"[bold red]{n['unsafe']} unsafe pairs, {n['broken']} broken tasks[/]"
-    console.print(f"audit: {verdict} ({n['safe']} safe); {escape(str(out_dir / AUDIT_HTML))}", highlight=False)
+            said = f" (verifier: {clean_reason(c.reason)[:200]})" if c.reason else ""
+            console.print(f"[bold red]{c.status}:[/] {escape(c.task)} x {escape(clean_reason(c.attack))}: "
+                          f"{escape(clean_reason(c.why))}{escape(said)}", highlight=False)
+    if any(c.outcome in ("infra_error", None) and c.status != "unproven" for c in cells):
+        console.print("[yellow]some pairs ended in infra_error or have no result: if the host was at fault, "
+                      "finish the audit with --resume[/]", highlight=False)
+    problems = n["unsafe"] + n["broken"] + n["inconclusive"]
+    verdict = "[green]every pair safe[/]" if not problems else \
+        f"[bold red]{n['unsafe']} unsafe pairs, {n['broken']} broken tasks, {n['inconclusive']} inconclusive[/]"
+    console.print(f"audit: {verdict} ({n['safe']} safe, {n['unproven']} tasks without an oracle); "
+                  f"{escape(str(out_dir / AUDIT_HTML))}", highlight=False)

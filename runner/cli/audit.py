@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from runner.cli.options import app, CacheDir, con, err, LibvirtUri, request_options, takes_run_options
 
@@ -19,6 +20,7 @@ def audit(
     quick: Annotated[Path | None, typer.Option(
         "--quick", help="a `cu-run validate` folder: its oracle and nop results are reused, and only the attacks "
                         "run")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="finish the audit in --out, redoing nothing finished")] = False,
     *,
     cache_dir: CacheDir = None,
     libvirt_uri: LibvirtUri = None,
@@ -30,6 +32,6 @@ def audit(
 
     given = request_options(options)
     result = audit_suite(given.pop("suite"), attacks, quick=quick, cache_dir=cache_dir, libvirt_uri=libvirt_uri,
-                         console=err, **given)
-    con.print(f"audit in {result.out_dir}")
+                         console=err, resume=resume, **given)
+    con.print(f"audit in {escape(str(result.out_dir))}")
     raise typer.Exit(result.exit_code)
