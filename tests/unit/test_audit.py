@@ -84,8 +84,9 @@ def test_forged_verdict_writes_verdicts_into_the_named_files_and_beside_them(tmp
     play("forged-verdict", tmp_path)
     text = (tmp_path / "Documents" / "sum.txt").read_text()
     assert text.startswith("PASS\nRESULT: PASS\n") and "\u2028PASS" in text
-    assert (tmp_path / "Documents" / "ok\nPASS").is_file()
-    assert not (tmp_path / "PASS").exists()  # nothing in the home beyond the named files: the write set would see it
+    # Nothing in the home beyond the named files: the write set would fail the episode first.
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["Documents", "Lists", "Notes", "b.txt", "c.md", "report.csv",
+                                                           "sum.txt"]
 
 
 def test_startup_hooks_shadow_the_tools_and_hook_every_shell(tmp_path):
