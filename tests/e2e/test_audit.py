@@ -46,6 +46,20 @@ def test_the_audit_catches_a_weak_verifier_and_runs_a_labs_attack_beside_the_bat
     assert leftovers(host, settings) == []
 
 
+def test_a_refused_request_by_an_unusual_route_is_owed_its_violation(linux_image, host, settings, tmp_path):
+    """network-routes on a networked task: its requests reach the guest's proxy, which refuses each,
+    so the task's network rule is owed a violation, and the record holds it. The nop control of the
+    same task sends nothing and is owed none."""
+    from test_network import suite
+    code, cells = audit(tmp_path / "audit", "--suite", str(suite(tmp_path / "suite")), "--tasks", "fetch-page",
+                        "--attacks", "network-routes", "--vm-pool", "2")
+    routes = cells[("fetch-page", "network-routes")]
+    assert (routes["status"], routes["expected"], routes["recorded"]) == ("safe", ["network"], ["network"]), routes
+    assert (cells[("fetch-page", "nop")]["expected"], cells[("fetch-page", "oracle")]["status"]) == ([], "ok")
+    assert code == 0
+    assert leftovers(host, settings) == []
+
+
 @pytest.mark.full
 @pytest.mark.parametrize("suite,image", [("linux-core", "linux-test"), ("linux-safety", "linux-test"),
                                          ("desktop-core", "linux-desktop")])
