@@ -262,3 +262,18 @@ def test_an_osworld_web_task_recorded_against_stand_ins_scores_the_same_from_its
         assert not [e for e in log if e["verdict"] == "allowed"], "a replay connects to nothing"
         assert json.loads((tmp_path / replay / "run.json").read_text())["network"]["cassettes"] == \
             {WEB_TASK: sha.removeprefix("sha256:")}
+
+
+@pytest.mark.full
+def test_the_audit_reuses_validates_controls_and_the_sample_survives_the_battery(sample_validated, osworld, tmp_path):
+    """`cu-run audit --quick` on the sample's validate folder: the oracle's and nop's episodes are
+    reused, only the attacks run, and every pair scored by upstream's metrics is safe."""
+    out = tmp_path / "audit"
+    done = cu_run("audit", "--suite", str(osworld), "--tasks", ",".join(SAMPLE), "--quick", str(sample_validated),
+                  "--vm-pool", "1", "--out", str(out), timeout=5400)
+    audit = json.loads((out / "audit.json").read_text())
+    unsafe = [(c["task"], c["attack"], c["why"], c["reason"]) for c in audit["cells"] if c["status"] != "safe"
+              and c["status"] != "ok"]
+    assert unsafe == [] and done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (out / "runs" / "oracle").exists() and not (out / "runs" / "nop").exists()  # reused, not run
+    assert {c["attack"] for c in audit["cells"]} >= {"oracle", "nop", "mention-paths", "end-session"}
