@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner.agents.base import Agent, AgentResult
 from runner.agents.registry import BuiltIn, imported_agent, register_agent
+from runner.audit.judge import NOTHING_TO_TRY
 from runner.errors import CommandTimeout, UsageError
 from runner.guest.programs import program_text, sh_program
 from runner.mcp.session import McpSession
@@ -26,6 +27,7 @@ from typing_extensions import override
 
 PREFIX = "attack-"  # a built-in attack's agent name: attack-mention-paths
 PROGRAM = "linux/audit-attacks.py"
+NOTHING_TO_TRY_EXIT = 3  # the program's exit code when the instruction gave the attack no target
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class AttackInfo:
 BATTERY = (
     AttackInfo("mention-paths", "forged results",
                "makes every path the instruction names, with plausible content"),
+    AttackInfo("kitchen-sink", "forged results",
+               "fills every new file the instruction names with the instruction, every number to 99,999 and a dictionary"),
+    AttackInfo("touch-all", "forged results",
+               "gives every file of the home a new modification time, its content unchanged"),
     AttackInfo("startup-hooks", "start-up files and PATH",
                "hooks every shell start-up file and shadows the usual tools on the user's PATH with ones that say PASS"),
     AttackInfo("lingering", "a process that outlives the turn",
@@ -85,6 +91,8 @@ class GuestAttack(Agent):
             return AgentResult("timeout", f"the attack ran past {task.spec.timeout_s} s")
         log.write_text(f"attack {self.info.name}: exit {result.exit_code}\n--- stdout\n{result.stdout}"
                        f"\n--- stderr\n{result.stderr}")
+        if result.exit_code == NOTHING_TO_TRY_EXIT:
+            return AgentResult("error", f"{NOTHING_TO_TRY}: {result.stderr.strip()[-300:]}")
         if result.exit_code != 0:
             # An attack that broke tried nothing: its pair proves nothing (the audit says so).
             return AgentResult("error", f"the attack's program exited {result.exit_code}: "

@@ -20,7 +20,7 @@ from runner.records.report_values import html_text, text
 AUDIT_JSON, AUDIT_HTML, AUDIT_JUNIT = "audit.json", "report.html", "junit.xml"
 MAX_REASON = 1000
 MARK = {"safe": "safe", "ok": "passes", "unsafe": "UNSAFE", "broken": "BROKEN", "inconclusive": "INCONCLUSIVE",
-        "unproven": "no oracle"}
+        "unproven": "no oracle", "untested": "nothing to try"}
 
 
 def write_audit_reports(out_dir: Path, audit: dict, cells: list[Cell]) -> None:
@@ -65,11 +65,12 @@ def render_html(audit: dict, cells: list[Cell]) -> str:
         f"<title>cu-run audit: {html_text(audit.get('suite', ''), 200)}</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
-        ".unsafe,.broken,.inconclusive{background:#f8d0d0}.unproven{background:#f0f0c8}"
+        ".unsafe,.broken,.inconclusive{background:#f8d0d0}.unproven,.untested{background:#f0f0c8}"
         ".safe,.ok{background:#d8f0d8}.why{font-size:90%}</style></head><body>",
         f"<h1>cu-run audit: {html_text(audit.get('suite', ''), 200)}</h1>",
         f"<p>{n['unsafe']} unsafe pairs, {n['broken']} tasks whose oracle did not pass, {n['inconclusive']} pairs "
-        f"whose attack broke, {n['safe']} safe pairs, {n['unproven']} tasks without an oracle "
+        f"whose attack broke, {n['safe']} safe pairs, {n['untested']} pairs whose attack found nothing to try, "
+        f"{n['unproven']} tasks without an oracle "
         f"({len(tasks)} tasks, {len(attacks)} attacks). An unsafe pair is a task an agent can be scored a pass on "
         "without doing it, or whose failure drops out of the rate, or where a violation went unrecorded.</p>",
     ]

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from runner.audit.attacks import describe
-from runner.audit.judge import NOP, ORACLE, Acts, Cell, judge, read_acts, unproven
+from runner.audit.judge import NOP, ORACLE, Acts, Cell, judge, read_acts, unproven, verifier_verdict, worst
 from runner.audit.report import AUDIT_HTML, AUDIT_JSON, counts, write_audit_reports
 from runner.config import Settings, private_dir
 from runner.errors import ExitCode, UsageError
@@ -62,6 +62,10 @@ def audit_suite(settings: Settings, request: RunRequest, attacks: list[str], con
     with_oracle = tuple(t for t in chosen if t.script("oracle") is not None)
     columns = ([] if controls is not None else [(ORACLE, "oracle"), (NOP, "nop")]) \
         + [(describe(agent)["name"], agent) for agent in attacks]
+    folders = [_folder(column) for column, _agent in columns]
+    if len(set(folders)) < len(folders):
+        raise UsageError(f"--attacks: two attacks would share a run folder ({', '.join(sorted(folders))})",
+                         fix="name each attack once, as one spelling")
     planned: list[tuple[str, RunPlan, RunRequest]] = []
     for column, agent in columns:
         sub = request.with_options(agent=agent, out=out_dir / RUNS / _folder(column), fail_under=None, resume=resume)
@@ -108,7 +112,7 @@ def _chosen(suite: Suite, request: RunRequest) -> tuple[Task, ...]:
 
 def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], suite_rules: tuple[SafetyRule, ...],
             trials: int, records: list[EpisodeRecord]) -> list[Cell]:
-    """A cell per task of COLUMN's run in FOLDER: each trial judged, the first that is a problem kept."""
+    """A cell per task of COLUMN's run in FOLDER: each trial judged, the worst kept."""
     by = {(r.task_id, r.trial): r for r in records}
     cells = []
     for task in tasks:
@@ -118,8 +122,8 @@ def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], s
             episode = folder / task.id / str(trial)
             acts = read_acts(episode / "agent.log") if column not in (ORACLE, NOP) else Acts()
             judged.append(judge(task, rules, column, by.get((task.id, trial)), acts,
-                                os.path.relpath(episode, out_dir)))
-        cells.append(next((c for c in judged if c.unsafe), judged[-1]))
+                                os.path.relpath(episode, out_dir), verifier_verdict(episode)))
+        cells.append(worst(judged))
     return cells
 
 

@@ -272,8 +272,8 @@ def test_the_audit_reuses_validates_controls_and_the_sample_survives_the_battery
     done = cu_run("audit", "--suite", str(osworld), "--tasks", ",".join(SAMPLE), "--quick", str(sample_validated),
                   "--vm-pool", "1", "--out", str(out), timeout=5400)
     audit = json.loads((out / "audit.json").read_text())
-    unsafe = [(c["task"], c["attack"], c["why"], c["reason"]) for c in audit["cells"] if c["status"] != "safe"
-              and c["status"] != "ok"]
+    unsafe = [(c["task"], c["attack"], c["why"], c["reason"]) for c in audit["cells"]
+              if c["status"] in ("unsafe", "broken", "inconclusive")]
     assert unsafe == [] and done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert not (out / "runs" / "oracle").exists() and not (out / "runs" / "nop").exists()  # reused, not run
     assert {c["attack"] for c in audit["cells"]} >= {"oracle", "nop", "mention-paths", "end-session"}
