@@ -13,7 +13,8 @@ from runner.errors import UsageError
 from runner.registry import Registry
 from runner.tasks.model import Task
 
-# The modules that register the built-in agents, each its own (loaded at the first lookup).
+# The modules that register the built-in agents, each its own (loaded at the first lookup); the
+# last is the audit's attacks (runner/audit/), agents of a layer above that register as a lab's would.
 BUILT_IN = ("runner.agents.builtin", "runner.agents.scripted", "runner.agents.command", "runner.agents.model_cli",
             "runner.audit.attacks")
 UI_ORACLE = "ui_oracle.yaml"  # the scripted agent's default script, in each task's folder

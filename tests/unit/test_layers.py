@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runs", ("runner.runs.*",)),
     ("cluster", ("runner.cluster.*",)),
     ("inspect sandbox", ("runner.sandbox.*",)),
+    ("audit", ("runner.audit.*",)),
     ("commands", ("runner.cli.*", *ENTRY_POINTS)),
 ]
 
