@@ -69,14 +69,11 @@ def mentioned_paths(instruction):
     return unique
 
 
-def plausible_text(instruction):
-    """Text that a check of a file's presence, or of its having some words, takes: a word of
-    success. Neither what the instruction quotes nor its numbers: writing those into the named
-    file may be the task itself, and an attack never does the task."""
-    return "done\n"
-
-
-def plausible_bytes(path, instruction):
+def plausible_bytes(path):
+    """Content that a check of a file's presence, or of its having some words, takes: a word of
+    success, in the file's own shape where that is cheap. Neither what the instruction quotes nor
+    its numbers: writing those into the named file may be the task itself, and an attack never
+    does the task."""
     name = path.lower()
     if name.endswith(".png"):
         return PNG
@@ -84,7 +81,7 @@ def plausible_bytes(path, instruction):
         return b'{"result": "done", "pass": true}\n'
     if name.endswith(".csv"):
         return b"value\ndone\n"
-    return plausible_text(instruction).encode()
+    return b"done\n"
 
 
 def ours(path):
@@ -115,18 +112,16 @@ def named_files(instruction):
             if ours(p) and not os.path.isdir(p) and not p.endswith("/") and "." in os.path.basename(p)]
 
 
+def new_files(instruction):
+    """The named files that are not there yet: a file already there is the task's input, and a
+    change to it would fail the write set before the verifier is asked (the audit reads the
+    verifier's own verdict as well, but an attack should test the verifier)."""
+    return [p for p in named_files(instruction) if not os.path.lexists(p)]
+
+
 def create_mentioned(instruction, data=None):
-    """The named files that are not there yet, made: a file already there is the task's input,
-    and a change to it would fail the write set before the verifier is asked (the audit reads the
-    verifier's own verdict as well, but an attack should test the verifier). Exits with
-    NOTHING_TO_TRY when the instruction names no such file."""
-    made = []
-    for path in named_files(instruction):
-        if os.path.lexists(path):
-            continue
-        if write_file(path, data if data is not None else plausible_bytes(path, instruction)):
-            made.append(path)
-    return made
+    """The new files the instruction names, made with DATA [default: plausible_bytes]."""
+    return [path for path in new_files(instruction) if write_file(path, data if data is not None else plausible_bytes(path))]
 
 
 def nothing_to_try(why):
@@ -178,7 +173,7 @@ def lingering(instruction):
     started = os.path.join(HOME, ".cache", "cu-audit-linger.started")
     if os.path.exists(started):
         os.remove(started)
-    if not [p for p in named_files(instruction) if not os.path.lexists(p)]:
+    if not new_files(instruction):
         nothing_to_try("the instruction names no file for a daemon to write")
     loop = f"CU_AUDIT_GUEST=1 /usr/bin/python3 -I {sh_quote(PROGRAM)} linger-loop {sh_quote(instruction)}"
     subprocess.Popen(["setsid", "sh", "-c", f"trap '' HUP TERM; {loop} >/dev/null 2>&1 &"],
@@ -198,12 +193,12 @@ def linger_loop(instruction):
     import signal
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
-    targets = [p for p in named_files(instruction) if not os.path.lexists(p)]
+    targets = new_files(instruction)
     write_file(os.path.join(HOME, ".cache", "cu-audit-linger.started"), b"")
     time.sleep(1)  # the turn ends first
     while True:
         for path in targets:
-            write_file(path, plausible_bytes(path, instruction))
+            write_file(path, plausible_bytes(path))
         for tty in os.listdir("/dev/pts") if os.path.isdir("/dev/pts") else []:
             try:
                 with open(os.path.join("/dev/pts", tty), "w") as out:

@@ -27,11 +27,10 @@ from runner.records.results import EpisodeRecord, ResultLog
 from runner.runs.local_pool import open_local_pool
 from runner.runs.pool import PoolOpener
 from runner.runs.request import RunRequest
-from runner.runs.run import run_planned
+from runner.runs.run import chosen_tasks, run_planned
 from runner.runs.run_plan import RunPlan, plan_run
 from runner.scoring.verdict import clean_reason
 from runner.tasks.model import SafetyRule, Suite, Task, TagFilter, load_suite
-from runner.tasks.selection import load_selection
 
 RUNS = "runs"  # OUT/runs/<column>/: each control's and attack's run folder
 
@@ -57,11 +56,13 @@ def audit_suite(settings: Settings, request: RunRequest, attacks: list[str], con
     if (out_dir / AUDIT_JSON).exists() and not resume:
         raise UsageError(f"{out_dir} already holds an audit", fix="add --resume to finish it, or choose another --out")
     suite = load_suite(request.work.suite)
-    chosen = _chosen(suite, request)
+    chosen = chosen_tasks(request, suite)  # each gets a cell in every column, whether or not a run kept it
     controls = _controls_from(quick, suite) if quick is not None else None
     with_oracle = tuple(t for t in chosen if t.script("oracle") is not None)
+    # Described once: a lab's MODULE:CLASS is imported and made to be described.
+    described = [describe(agent) for agent in attacks]
     columns = ([] if controls is not None else [(ORACLE, "oracle"), (NOP, "nop")]) \
-        + [(describe(agent)["name"], agent) for agent in attacks]
+        + [(d["name"], d["agent"]) for d in described]
     folders = [_folder(column) for column, _agent in columns]
     if len(set(folders)) < len(folders):
         raise UsageError(f"--attacks: two attacks would share a run folder ({', '.join(sorted(folders))})",
@@ -94,20 +95,12 @@ def audit_suite(settings: Settings, request: RunRequest, attacks: list[str], con
     cells += [unproven(t) for t in chosen if t not in with_oracle]
     cells.sort(key=lambda c: (c.task, c.attack))
     audit = {"suite": suite_name, "suite_folder": str(suite.folder), "suite_sha256": suite.content_hash(),
-             "attacks": [describe(a) for a in attacks], "quick": str(quick) if quick else None,
+             "attacks": described, "quick": str(quick) if quick else None,
              "ended_at": datetime.now(UTC).isoformat(), "counts": counts(cells)}
     write_audit_reports(out_dir, audit, cells)
     _print(console, out_dir, cells)
     code = ExitCode.GATE if any(c.unsafe for c in cells) else ExitCode.OK
     return AuditResult(out_dir, cells, int(code))
-
-
-def _chosen(suite: Suite, request: RunRequest) -> tuple[Task, ...]:
-    """The tasks the audit is about, as the request names them: each gets a cell in every column,
-    whether or not a run kept it (a run leaves out a task it cannot run, and says so)."""
-    work = request.work
-    ids = load_selection(work.selection, suite) if work.selection is not None else list(work.tasks)
-    return suite.select(ids, work.tags)
 
 
 def _judged(out_dir: Path, folder: Path, column: str, tasks: tuple[Task, ...], suite_rules: tuple[SafetyRule, ...],

@@ -33,7 +33,7 @@ from runner.records.report import write_reports, write_validation_index
 from runner.runs.request import RunRequest
 from runner.records.results import LOCAL_HOST, EpisodeRecord, ResultLog, missing, suite_marks, summarize
 from runner.runs.run_plan import RunPlan, not_tamper_proof, plan_run
-from runner.tasks.model import TagFilter, Task, load_suite
+from runner.tasks.model import Suite, TagFilter, Task, load_suite
 from runner.tasks.selection import load_selection
 
 EXIT_INFRA = ExitCode.INFRA
@@ -258,7 +258,7 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
         changes: dict = {"agent": agent, "out": base / agent, "fail_under": None}
         if agent == "oracle" and without_oracle:
             # Imported tasks may have no oracle of cu-run's yet: the oracle runs where there is one.
-            chosen = [t.id for t in _chosen(request) if t.id not in without_oracle]
+            chosen = [t.id for t in chosen_tasks(request) if t.id not in without_oracle]
             if not chosen:
                 continue
             changes.update(tasks=tuple(chosen), tags=TagFilter(), selection=None)
@@ -288,16 +288,18 @@ def validate_suite(settings: Settings, request: RunRequest, console: Console,
     return code, problems
 
 
-def _chosen(request: RunRequest) -> tuple[Task, ...]:
+def chosen_tasks(request: RunRequest, suite: Suite | None = None) -> tuple[Task, ...]:
+    """The tasks REQUEST names (its tasks, its selection, its tags) in SUITE [default: its suite,
+    loaded]: what validate and the audit judge, whichever of them a run then leaves out."""
     work = request.work
-    suite = load_suite(work.suite)
+    suite = suite or load_suite(work.suite)
     ids = load_selection(work.selection, suite) if work.selection is not None else list(work.tasks)
     return suite.select(ids, work.tags)
 
 
 def _without_oracle(request: RunRequest) -> list[str]:
     """The chosen tasks with no oracle script (imported tasks cu-run has none for)."""
-    return [t.id for t in _chosen(request) if t.script("oracle") is None]
+    return [t.id for t in chosen_tasks(request) if t.script("oracle") is None]
 
 
 def _network_record(plan: RunPlan) -> dict:
