@@ -62,7 +62,7 @@ ADMIN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "
 # component updates, its clock check, its new tab page) would each be a request outside the
 # allowed origins while the agent acts: a violation it did not commit. A networked episode's
 # managed policy turns them off; none is a setting an imported task asks the agent to change.
-CHROMIUM_QUIET = {
+CHROMIUM_QUIET: dict[str, bool | int | str] = {
     "BrowserSignin": 0, "SyncDisabled": True, "MetricsReportingEnabled": False, "SearchSuggestEnabled": False,
     "NetworkPredictionOptions": 2, "TranslateEnabled": False, "SpellCheckServiceEnabled": False,
     "UrlKeyedAnonymizedDataCollectionEnabled": False, "BackgroundModeEnabled": False,

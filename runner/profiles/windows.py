@@ -36,6 +36,7 @@ from runner.profiles.parts import (
 )
 from runner.profiles.windows_lint import WindowsScriptLint
 from runner.profiles.windows_listing import WindowsLister
+from runner.profiles.windows_network import WindowsNetworkEnd
 from typing_extensions import override
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ class WindowsProbes(Probes):
 
 
 def windows_profile() -> GuestProfile:
-    """The windows guest: no warm-up, and no network end yet (docs/network.md)."""
+    """The windows guest: no warm-up; its network end is runner.profiles.windows_network's."""
     return GuestProfile(PROFILE_NAME, default_image="windows-11", access=WindowsAccess(), scripts=WindowsScripts(),
-                        parts=(WindowsLister(), WindowsQuarantine(), WindowsFileTools(), WindowsProbes(),
-                               WindowsScriptLint()), windows_paths=True)
+                        parts=(WindowsLister(), WindowsQuarantine(), WindowsNetworkEnd(), WindowsFileTools(),
+                               WindowsProbes(), WindowsScriptLint()), windows_paths=True)

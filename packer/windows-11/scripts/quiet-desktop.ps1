@@ -18,6 +18,14 @@ foreach ($service in @('wuauserv', 'UsoSvc', 'WaaSMedicSvc')) {
     Stop-Service -Name $service -Force -ErrorAction SilentlyContinue
     Set-Service -Name $service -StartupType Disabled -ErrorAction SilentlyContinue
 }
+# Edge's updater: its services, and the scheduled tasks that start it (MicrosoftEdgeUpdateTask*).
+# Its UpdateDefault policy is applied only on a domain-joined machine; in a networked episode the
+# proxy would refuse its checks in the agent's turn (runner.profiles.windows_network).
+foreach ($service in @('edgeupdate', 'edgeupdatem')) {
+    Stop-Service -Name $service -Force -ErrorAction SilentlyContinue
+    Set-Service -Name $service -StartupType Disabled -ErrorAction SilentlyContinue
+}
+Get-ScheduledTask -TaskName 'MicrosoftEdgeUpdateTask*' -ErrorAction SilentlyContinue | Disable-ScheduledTask | Out-Null
 
 # Defender: no real-time or scheduled scans eating the CPU mid-episode.
 Set-MpPreference -DisableRealtimeMonitoring $true -DisableScheduledScanning $true `
