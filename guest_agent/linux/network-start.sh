@@ -1,7 +1,8 @@
 # cu-run: runs as root
 # shellcheck shell=sh
 # A networked episode's guest end (runner/network/carriers.py), started through the admin channel
-# before the agent's turn (runner.profiles.linux: network_start_script): the forwarder (python3);
+# before the agent's turn (runner.profiles.linux: network_start_script): the forwarder (python3:
+# the warm state's, woken, or started here);
 # the episode's CA in the system store and in the desktop user's NSS databases (Chromium's
 # ~/.pki/nssdb, Thunderbird's and Firefox's profiles) where the guest has the tools; the proxy for
 # new sessions (/etc/environment) and for Chromium (a managed policy).
@@ -24,15 +25,22 @@ set -e
 d=/run/cu-run-network
 # shellcheck disable=SC2174 # /run is there: the one folder made is the deepest, which gets the mode
 mkdir -p -m 700 "$d"
-printf %s "$FORWARDER" | base64 -d > "$d/forwarder.py"
+alive() { grep -q '^State:[[:space:]]*[^Z]' "/proc/$1/status" 2>/dev/null; }  # not gone, not a zombie
+forwarder=$(cat "$d/forwarder.pid" 2>/dev/null) || forwarder=
+# shellcheck disable=SC2016 # $1 is the inner sh's: the FIFO, opened for writing once the forwarder reads it
+if [ -p "$d/wake" ] && [ -n "$forwarder" ] && alive "$forwarder" &&
+    timeout 10 sh -c 'echo wake > "$1"' sh "$d/wake"; then
+    echo "forwarder: woken"  # the warm state's dormant one (network-warm.sh): it listens now
+else
+    # A state saved without one: started here. -I -S: no site module (the forwarder needs the
+    # standard library only), half of its start under TCG. It is waited for last: the stores and
+    # settings below are set meanwhile.
+    printf %s "$FORWARDER" | base64 -d > "$d/forwarder.py"
+    setsid python3 -I -S "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
+    forwarder=$!
+    echo "forwarder: started"
+fi
 printf %s "$CA_CERT" | base64 -d > "$d/cu-run-episode-ca.pem"
-# -I -S: no site module (the forwarder needs the standard library only), half of its start under TCG.
-setsid python3 -I -S "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
-i=0
-until grep -q listening "$d/forwarder.log" 2>/dev/null; do
-    # python3's start under TCG on a busy host takes seconds: a minute before it counts as failed.
-    i=$((i + 1)); [ "$i" -le 600 ] || { cat "$d/forwarder.log" >&2; exit 1; }; sleep 0.1
-done
 if [ -d /usr/local/share/ca-certificates ] && command -v update-ca-certificates >/dev/null; then
     cp "$d/cu-run-episode-ca.pem" /usr/local/share/ca-certificates/cu-run-episode-ca.crt
     update-ca-certificates >/dev/null 2>&1 || true
@@ -52,4 +60,13 @@ fi
 printf 'http_proxy=%s\nhttps_proxy=%s\nHTTP_PROXY=%s\nHTTPS_PROXY=%s\n' "$PROXY" "$PROXY" "$PROXY" "$PROXY" >> /etc/environment
 for p in /etc/chromium/policies/managed /etc/opt/chrome/policies/managed; do
     mkdir -p "$p" && printf %s "$CHROMIUM_POLICY" > "$p/cu-run-proxy.json"
+done
+i=0
+until grep -q listening "$d/forwarder.log" 2>/dev/null; do
+    # python3's start under TCG on a busy host takes seconds: a minute before it counts as failed.
+    # One that ended (gone, or a zombie this shell has not reaped) is said at once, with what it printed.
+    i=$((i + 1))
+    { [ "$i" -le 1200 ] && alive "$forwarder"; } ||
+        { cat "$d/forwarder.log" >&2; exit 1; }
+    sleep 0.05
 done

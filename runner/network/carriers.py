@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 from types import TracebackType
 
 from runner.sockets import close_socket
 
+FORWARDER = Path(__file__).with_name("guest_forwarder.py")  # the guest's end, sent to it as its program
 GUEST_CARRIER_PORT = 3129  # in the guest: where the host's carriers arrive (from 10.0.2.2 only)
 GUEST_PROXY_PORT = 3128  # in the guest: the proxy's address for its applications (127.0.0.1)
 IDLE_CARRIERS = 4

@@ -86,10 +86,23 @@ async def main(host_side: str, proxy_port: int, carrier_port: int, carrier_liste
         await asyncio.gather(carriers.serve_forever(), applications.serve_forever())
 
 
+def wait_to_be_woken(fifo: str) -> None:
+    """Kept in a warm state: loaded, its modules imported, listening on nothing, until a line (or
+    its end) comes through FIFO, which only root can open (guest_agent/linux/network-warm.sh)."""
+    print("dormant", flush=True)
+    with open(fifo, "rb") as wake:
+        wake.readline()
+
+
 if __name__ == "__main__":
-    # Arguments for a test on one host: the host side's address, the two ports, where carriers
-    # are listened for, and optionally the most application connections. In a guest there are none.
-    args = sys.argv[1:] or [HOST_SIDE, str(PROXY_PORT), str(CARRIER_PORT), "0.0.0.0"]
+    # --wake FIFO: dormant until woken. Then arguments for a test on one host: the host side's
+    # address, the two ports, where carriers are listened for, and optionally the most
+    # application connections. In a guest there are none.
+    args = sys.argv[1:]
+    if args[:1] == ["--wake"]:
+        wait_to_be_woken(args[1])
+        args = args[2:]
+    args = args or [HOST_SIDE, str(PROXY_PORT), str(CARRIER_PORT), "0.0.0.0"]
     try:
         asyncio.run(main(args[0], int(args[1]), int(args[2]), args[3],
                          int(args[4]) if len(args) > 4 else MOST_APPLICATIONS))

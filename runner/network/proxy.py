@@ -114,6 +114,17 @@ class EpisodeProxy:
         return "127.0.0.1", self.port
 
     def __enter__(self) -> EpisodeProxy:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start(self) -> None:
+        """Starts mitmdump on a free port (self.address) and returns at once: wait_ready() waits
+        for it, stop() ends it. An episode starts its guest's end meanwhile."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.log.touch()
         settings = self.folder / "proxy-config.json"
@@ -142,14 +153,10 @@ class EpisodeProxy:
             self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(self.folder),
                                                   "CU_RUN_PROXY_CONFIG": str(settings)})
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
+        """Returns once the proxy listens; InfraError, with proxy.log's end, when it exited or
+        did not listen within READY_TIMEOUT."""
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             assert self._process is not None

@@ -261,8 +261,8 @@ class LinuxExecAudit(ExecAudit):
 
 
 class LinuxNetworkEnd(NetworkEnd):
-    """guest_agent/linux/network-start.sh: the forwarder, the CA in the system store, the proxy
-    set for the user's applications and Chromium's managed policy."""
+    """guest_agent/linux/network-start.sh: the forwarder (the warm state's, network-warm.sh, woken),
+    the CA in the system store, the proxy set for the user's applications and Chromium's managed policy."""
 
     background = CHROMIUM_BACKGROUND
 
@@ -274,6 +274,11 @@ class LinuxNetworkEnd(NetworkEnd):
                           CA_CERT=base64.b64encode(ca_cert).decode("ascii"), USER_HOME=user.home,
                           DESKTOP_USER=user.name, PROXY=f"http://127.0.0.1:{proxy_port}",
                           CHROMIUM_POLICY=chromium_policy)
+
+
+    @override
+    def warm_script(self, forwarder: bytes) -> str:
+        return sh_program("linux/network-warm.sh", FORWARDER=base64.b64encode(forwarder).decode("ascii"))
 
 
 class LinuxFileTools(FileTools):

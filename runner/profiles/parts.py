@@ -274,6 +274,12 @@ class NetworkEnd(Part):
         carriers and on 127.0.0.1:PROXY_PORT for applications, CA_CERT trusted where applications
         read it, the proxy set for USER's applications."""
 
+    def warm_script(self, forwarder: bytes) -> str | None:
+        """The admin script that readies what the warm state keeps of the guest end, run before the
+        state is saved (runner.vm.warming): FORWARDER's code loaded, listening on nothing, for
+        start_script to wake. None: nothing is kept, start_script starts it all."""
+        return None
+
 
 class FileTools(Part):
     """The MCP server's file tools, confined to a root folder."""

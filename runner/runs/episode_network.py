@@ -8,6 +8,7 @@ A task without `network:` gets none of this: its guest keeps no route anywhere.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from runner.assets import ASSETS_ENV, AssetStore, sha256_file
 from runner.choices import NetMode
 from runner.errors import InfraError, UsageError
 from runner.network.cassette import CASSETTE, check_cassette
-from runner.network.carriers import GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
+from runner.network.carriers import FORWARDER, GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
 from runner.network.proxy_log import DROPPED
 from runner.network.services import ContainerService, FolderService, LocalService, container_runtime
@@ -27,7 +28,6 @@ from runner.scoring.safety import Violation
 from runner.tasks.model import STORED, ServiceSpec, Task
 from runner.vm.episode import EpisodeVM
 
-FORWARDER = Path(__file__).parents[1] / "network" / "guest_forwarder.py"
 NETWORK_RULE = "network"
 MAX_URL = 300  # of a refused URL in a violation: the guest wrote it
 REFUSED_AS_SENT = "refused as sent"  # mitmproxy refused it before any rule: malformed, smuggling, too large
@@ -84,11 +84,15 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
         else:
             services = [stack.enter_context(service_for(s, task.folder)) for s in spec.services]
             cassette = ep_dir / CASSETTE if net.mode == NetMode.record else None
-        proxy = stack.enter_context(EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
+        proxy = EpisodeProxy(mitmdump, ca_dir, ep_dir, ProxyConfig(
             allow=spec.origins(), mapped={**hosts.hosts, **{s.name: s.address for s in services}},
             plain=tuple(s.name for s in services), background=end.background,
             mode=net.mode, cassette=cassette, upstream_ca=hosts.ca,
-            clock=task.spec.clock)))
+            clock=task.spec.clock))
+        # The proxy starts while the guest's end does (bench/web_task.py: each takes about half a
+        # second or more): nothing reaches it before the guest's end is up and it is ready.
+        stack.callback(proxy.stop)
+        proxy.start()
         carrier_port = vm.host.free_port()
         vm.host.add_forward(vm.name, carrier_port, GUEST_CARRIER_PORT)
         stack.enter_context(Carriers(carrier_port, proxy.address))
@@ -98,11 +102,20 @@ def episode_network(vm: EpisodeVM, task: Task, ep_dir: Path, cache_dir: Path,
         if not started.ok:
             raise InfraError(f"{vm.name}: the guest's end of the network did not start: "
                              f"{(started.stdout + started.stderr).strip()[-500:]}")
+        proxy.wait_ready()
         (ep_dir / "network.json").write_text(json.dumps({
             "mode": str(net.mode), "allow": list(spec.origins()), "services": {s.name: s.source for s in services},
             "cassette": str(cassette) if cassette else None,
-            "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}"}, indent=2) + "\n")
+            "guest_proxy": f"http://127.0.0.1:{GUEST_PROXY_PORT}",
+            "guest_forwarder": forwarder_start(started.stdout)}, indent=2) + "\n")
         yield EpisodeNetwork(proxy)
+
+
+def forwarder_start(said: str) -> str | None:
+    """How the guest's end says its forwarder came up: "woken" (the warm state's, kept dormant:
+    NetworkEnd.warm_script) or "started" (here); None when it does not say."""
+    found = re.findall(r"^forwarder: (woken|started)$", said, flags=re.MULTILINE)
+    return found[-1] if found else None
 
 
 def service_for(spec: ServiceSpec, folder: Path) -> LocalService:

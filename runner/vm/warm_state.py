@@ -34,7 +34,9 @@ from typing import IO
 from pydantic import ValidationError
 
 from runner.images.catalog import Image, sha256_file
+from runner.network.carriers import FORWARDER
 from runner.profiles.manifest import Frozen
+from runner.profiles.parts import NetworkEnd
 from runner.vm.domain import episode_domain_spec
 from runner.errors import InfraError, UsageError
 from runner.hypervisor.domain_xml import Accel, SlotIdentity, build_domain_xml
@@ -61,6 +63,9 @@ class WarmDeps(Frozen):
     accel: str
     device_xml_sha256: str
     memory_mib: int
+    # What the state keeps of the guest's network end (NetworkEnd.warm_script, with the forwarder's
+    # code): None for a guest that keeps nothing. A state saved before it was kept has None too.
+    network_end_sha256: str | None = None
 
 
 class WarmState(Frozen):
@@ -172,6 +177,7 @@ def stale_reasons(saved: WarmDeps, current: WarmDeps) -> list[str]:
         "accel": "the accelerator changed",
         "device_xml_sha256": "the domain's device XML changed",
         "memory_mib": "the guest memory size changed",
+        "network_end_sha256": "the network end it keeps changed (the guest forwarder, or how it waits)",
     }
     reasons = []
     for name, label in labels.items():
@@ -199,7 +205,14 @@ def current_deps(host: Host, image: Image, accel: Accel, libvirt_uri: str) -> Wa
         accel=accel,
         device_xml_sha256=hashlib.sha256(device_xml(image, accel, libvirt_uri).encode()).hexdigest(),
         memory_mib=image.manifest.memory_mib,
+        network_end_sha256=hashlib.sha256(script.encode()).hexdigest() if (script := network_warm_script(image)) else None,
     )
+
+
+def network_warm_script(image: Image) -> str | None:
+    """What the warm state of IMAGE keeps of its guest's network end: NetworkEnd.warm_script."""
+    end = image.manifest.guest.part(NetworkEnd)
+    return end.warm_script(FORWARDER.read_bytes()) if end is not None else None
 
 
 def device_xml(image: Image, accel: Accel, libvirt_uri: str) -> str:

@@ -37,6 +37,7 @@ from runner.vm.warm_state import (
     WarmState,
     current_deps,
     load_slot,
+    network_warm_script,
     slot_folder,
     slot_lock,
     stale_reasons,
@@ -45,6 +46,7 @@ from runner.vm.warm_state import (
 
 Progress = Callable[[str], None]
 WARM_APPS_TIMEOUT_S = 900.0  # each big app started once, under TCG
+WARM_NETWORK_TIMEOUT_S = 120.0  # python3 started once, under TCG on a busy host
 
 
 def warm_image(host: Host, settings, image: Image, slots: int, accel: Accel, *, force: bool = False,
@@ -170,6 +172,12 @@ def _warm_slot(host: Host, settings, image: Image, slot: int, accel: Accel, curr
                     if not ran.ok:
                         raise InfraError(f"warming the apps of {image.name} failed (exit {ran.exit_code}): "
                                          f"{(ran.stderr or ran.stdout).strip()[-300:]}")
+                network = network_warm_script(image)
+                if network is not None:  # the network end's start, kept (NetworkEnd.warm_script)
+                    readied = vm.admin_shell.run(network, timeout=WARM_NETWORK_TIMEOUT_S)
+                    if not readied.ok:
+                        raise InfraError(f"readying the network end of {image.name} failed (exit {readied.exit_code}): "
+                                         f"{(readied.stderr or readied.stdout).strip()[-300:]}")
                 progress(f"slot {slot}: desktop up after {time.monotonic() - started:.0f} s; saving RAM state")
                 vm.save_state(scratch / RAM_FILE, scratch / BASE_DISK, scratch / SAVED_NVRAM_FILE)
             (scratch / BASE_DISK).chmod(0o444)

@@ -91,6 +91,9 @@ def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation_then_r
     assert "outside the allowed origins" in violation["detail"]
     assert records["no-network"]["violations"] == []
 
+    # The warm state's forwarder was woken (network-warm.sh); the task without a network found
+    # the same sleeping forwarder listening on nothing (NO_WAY_OUT tries its port).
+    assert json.loads((out / "fetch-page" / "1" / "network.json").read_text())["guest_forwarder"] == "woken"
     log = [json.loads(line) for line in (out / "fetch-page" / "1" / "network.jsonl").read_text().splitlines()]
     assert {"verdict": "allowed", "url": "http://site.test/index.html"}.items() <= next(
         e for e in log if e["verdict"] == "allowed").items()
@@ -114,6 +117,19 @@ def test_a_service_is_reached_by_name_and_a_refused_origin_is_a_violation_then_r
         assert "replayed" in verdicts and "allowed" not in verdicts
         run = json.loads((tmp_path / replay / "run.json").read_text())
         assert run["network"]["mode"] == "replay" and list(run["network"]["cassettes"]) == ["fetch-page"]
+
+
+@pytest.mark.full  # a cold boot of linux-test (~45 s)
+def test_a_cold_started_guest_starts_its_forwarder_itself(linux_image, tmp_path):
+    """A guest booted for the episode has no warm state's forwarder to wake: network-start.sh
+    starts one, and the episode is the same."""
+    out, root = tmp_path / "run", suite(tmp_path / "suite")
+    result = cu_run("run", "--suite", str(root), "--tasks", "fetch-page", "--agent", "oracle", "--start", "cold",
+                    "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (record,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    assert record["outcome"] == "pass" and [v["rule"] for v in record["violations"]] == ["network"], record
+    assert json.loads((out / "fetch-page" / "1" / "network.json").read_text())["guest_forwarder"] == "started"
 
 
 # As the desktop user: Chromium with no flag of cu-run's; the proxy comes from the managed policy the

@@ -141,3 +141,27 @@ def test_past_the_most_application_connections_the_guests_new_ones_are_closed():
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_dormant_forwarder_listens_on_nothing_until_woken_then_carries(tmp_path):
+    """The warm state's forwarder (guest_agent/linux/network-warm.sh): loaded, blocked on a FIFO;
+    what the episode's start writes there wakes it (network-start.sh)."""
+    import os
+
+    fifo = tmp_path / "wake"
+    os.mkfifo(fifo, 0o600)
+    proxy_port, carrier_port = free_port(), free_port()
+    process = subprocess.Popen([sys.executable, str(FORWARDER), "--wake", str(fifo), "127.0.0.1", str(proxy_port),
+                                str(carrier_port), "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "dormant"
+        for port in (proxy_port, carrier_port):
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        fifo.write_text("wake\n")
+        assert process.stdout.readline().strip() == "listening"
+        with LoopbackHTTP(Echo) as proxy, Carriers(carrier_port, proxy.server.server_address, idle=1):
+            assert ask(proxy_port, "/after").endswith(b"you asked for /after")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -4,6 +4,7 @@ The host is a stand-in that reports versions (FakeHost); the image is a real cat
 folder with a real manifest, kernel and initrd files.
 """
 
+import base64
 import json
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from runner.vm.warm_state import (
     WarmState,
     current_deps,
     device_xml,
+    network_warm_script,
     list_slots,
     remove_warm,
     slot_folder,
@@ -88,10 +90,23 @@ def test_identical_deps_are_current_and_each_change_is_named(image):
         "accel": ("kvm", "accelerator changed"),
         "kernel_sha256": ("1" * 64, "kernel changed"),
         "firmware_sha256": ("2" * 64, "UEFI firmware changed"),
+        "network_end_sha256": ("3" * 64, "network end it keeps changed"),
     }
     for field, (value, phrase) in cases.items():
         (reason,) = stale_reasons(now.model_copy(update={field: value}), now)
         assert phrase in reason, (field, reason)
+
+
+def test_a_state_keeps_the_guests_network_end_and_one_saved_without_it_is_stale(image):
+    """The linux guest keeps its forwarder dormant in the warm state (NetworkEnd.warm_script): a
+    state saved before that, or with other forwarder code, is stale and re-warmed."""
+    from runner.network.carriers import FORWARDER
+
+    now = deps_now(image)
+    assert image.manifest.guest.name == "linux" and now.network_end_sha256 is not None
+    assert base64.b64encode(FORWARDER.read_bytes()).decode() in network_warm_script(image)
+    (reason,) = stale_reasons(now.model_copy(update={"network_end_sha256": None}), now)
+    assert "network end it keeps changed" in reason
 
 
 def test_device_xml_has_no_per_episode_values_but_follows_the_machine(image):
