@@ -21,7 +21,11 @@ Its configuration is the JSON file CU_RUN_PROXY_CONFIG names:
 Every request the proxy does not forward is a line, whichever hook learns of it, with a `stage`
 and a `reason`. Its verdict is `refused` (the agent's: a violation in its time) when the proxy
 refused what the guest sent or where it asked to go:
-    connect   a CONNECT outside the allowed origins
+    connect   a CONNECT outside the allowed origins: to an address or a port other than 443,
+              answered 403; to a name on 443, written as it comes, then let through and never
+              connected (Rules.reads_inside), so that each request in it is refused at `request`
+              with its whole URL: its lines carry the tunnel's id (`tunnel`), and one of them in
+              the agent's time stands for the CONNECT's among the violations
     request   a request outside them, or a Host header naming another host
     address   an allowed name that leads to an address that is not public
     read      what mitmproxy refused before any rule saw a request: a body over the size limit, a
@@ -58,8 +62,8 @@ from mitmproxy.utils import human
 sys.path.insert(0, str(Path(__file__).parent))
 # Beside this file, in the proxy's interpreter.
 from guest_clock import date_certificates_at
-from policy import Policy, Refused, Unreachable, request_refusal
-from proxy_log import BoundedLog
+from policy import Policy, Refused, Unreachable, normalized_name, request_refusal
+from proxy_log import TUNNEL, BoundedLog
 
 REFUSED_HEADER = "X-Cu-Run-Refused"
 GUEST_URL = "cu_run_guest_url"  # in a flow's metadata once the rules let it go
@@ -88,6 +92,10 @@ class Guest:
         self.first_bytes = b""  # what it sent first
         self.seen = False  # whether mitmproxy made a request of what it sent (or a line was written for it)
         self.leads_nowhere: dict[tuple[str, int], str] = {}  # (host, port) it asked for: why refused
+        # A refused CONNECT let through only to read what it carries (Rules.reads_inside): its
+        # (host, port, why). Once set it stays: all else on the connection is refused with it.
+        self.refused_tunnel: tuple[str, int, str] | None = None
+        self.tunnel_id = ""  # its client connection's id, in each line written for it (TUNNEL)
 
 
 class Rules:
@@ -138,8 +146,8 @@ class Rules:
         if guest.first_bytes and not guest.seen:
             # Bytes that made no request, and that mitmproxy answered without a word (a request
             # naming no host at all): not forwarded all the same.
-            self.log.write({"verdict": "refused", "stage": "read", "url": guest.tunnel,
-                            "reason": f"the proxy made no request of what the guest sent: {guest.first_bytes!r}"})
+            self._guest_line(guest, {"verdict": "refused", "stage": "read", "url": guest.tunnel,
+                                     "reason": f"the proxy made no request of what the guest sent: {guest.first_bytes!r}"})
 
     def mitmproxy_said(self, record: logging.LogRecord) -> bool:
         """A logging filter on mitmproxy's connection log: what it says of a guest connection's bytes
@@ -151,23 +159,43 @@ class Rules:
         message = record.getMessage()
         if message.startswith((f"{human.format_address(peer)}: ", HEAD_UNFINISHED)):
             guest.seen = True
-            self.log.write({"verdict": "refused", "stage": "read", "url": guest.tunnel, "reason": message})
+            self._guest_line(guest, {"verdict": "refused", "stage": "read", "url": guest.tunnel, "reason": message})
         elif record.levelno >= logging.ERROR:
             guest.seen = True
-            self.log.write({"verdict": "error", "stage": "proxy", "url": guest.tunnel, "reason": message})
+            self._guest_line(guest, {"verdict": "error", "stage": "proxy", "url": guest.tunnel, "reason": message})
         return True
 
     # -- hooks: HTTP
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         self._seen(flow)
-        why = self.policy.refusal(None, flow.request.host, flow.request.port)
+        host, port = flow.request.host, flow.request.port
+        why = self.policy.refusal(None, host, port)
+        guest = self.guests.get(flow.client_conn.peername)
+        if why is not None and guest is not None and self.reads_inside(host, port):
+            # Refused and written now, in the agent's time whenever the connection ends; then
+            # answered 200 and never connected (connection_strategy lazy; request and
+            # server_connect refuse all in it), so that each request in it is a line naming its
+            # page, which stands for this one among the violations (TUNNEL: runner.runs.episode_network).
+            guest.tunnel, guest.refused_tunnel, guest.tunnel_id = f"{host}:{port}", (host, port, why), flow.client_conn.id
+            self._write(flow, self._refused(host, why), "connect", why)
+            return
         if why is not None:
             self._refuse(flow, 403, why, "connect")
             return
-        guest = self.guests.get(flow.client_conn.peername)
         if guest is not None:
-            guest.tunnel = f"{flow.request.host}:{flow.request.port}"
+            guest.tunnel = f"{host}:{port}"
+
+    def reads_inside(self, host: str, port: int) -> bool:
+        """Whether a refused CONNECT is let through to read the request inside, so that its line
+        says which page: to a name (an address is refused at once) on HTTPS's port, not one of
+        the apps' background names. The CONNECT's own line is written all the same: a client
+        that asks nothing in it, or does not trust the episode's CA, is refused by it."""
+        try:
+            name = normalized_name(host)
+        except Refused:
+            return False
+        return port == 443 and name not in self.background
 
     def http_connect_error(self, flow: http.HTTPFlow) -> None:
         if not flow.metadata.get(LOGGED):  # the rules' own 403 is written already
@@ -180,6 +208,13 @@ class Rules:
     def request(self, flow: http.HTTPFlow) -> None:
         self._seen(flow)
         request = flow.request
+        guest = self.guests.get(flow.client_conn.peername)
+        if guest is not None and guest.refused_tunnel is not None:
+            # Whatever it asks in a refused tunnel is refused, under the tunnel's name whatever
+            # its Host header says.
+            tunnel_why = guest.refused_tunnel[2]
+            self._refuse(flow, 403, tunnel_why, "request")
+            return
         why = self._refusal(flow)
         if why is not None:
             self._refuse(flow, 403, why, "request")
@@ -199,6 +234,10 @@ class Rules:
     def server_connect(self, data: ServerConnectionHookData) -> None:
         if self.mode == "replay":
             data.server.error = "replay answers from the cassette; it never connects"
+            return
+        guest = self.guests.get(data.client.peername)
+        if guest is not None and guest.refused_tunnel is not None:  # defence in depth: request refused it
+            data.server.error = guest.refused_tunnel[2]
             return
         host, port = data.server.address
         try:
@@ -259,10 +298,13 @@ class Rules:
         agent's only when the name it gave (SNI) is outside the origins."""
         host, port = data.context.server.address or ("", 0)
         name = data.conn.sni or host
+        guest = self.guests.get(data.context.client.peername)
+        if guest is not None and guest.refused_tunnel is not None:
+            name, port, _ = guest.refused_tunnel  # whatever name it gave: the tunnel's refusal is written
         why = self.policy.refusal(None, name, port)
         reason = _and(f"TLS: {data.conn.error or 'the handshake failed'}", why)
-        self.log.write({"verdict": self._refused(name, why) if why else "error", "stage": "tls",
-                        "url": f"{name}:{port}", "reason": reason})
+        self._guest_line(guest, {"verdict": self._refused(name, why) if why else "error", "stage": "tls",
+                                 "url": f"{name}:{port}", "reason": reason})
 
     def tcp_error(self, flow: tcp.TCPFlow) -> None:
         # The proxy forwards HTTP only (rawtcp is off), so a TCP flow is a defence in depth.
@@ -305,8 +347,21 @@ class Rules:
         entry = {"verdict": verdict, "method": request.method, "url": url, **more}
         if stage is not None:
             entry |= {"stage": stage, "reason": reason or ""}
+        guest = self.guests.get(flow.client_conn.peername)
+        if guest is not None and guest.refused_tunnel is not None and request.method != "CONNECT":
+            # In a refused tunnel: the tunnel's name, whatever Host the request claims.
+            host, port, _ = guest.refused_tunnel
+            path = request.path if request.path.startswith("/") else "/" + request.path
+            entry["url"] = f"https://{host}{'' if port == 443 else f':{port}'}{path}"
         flow.metadata[LOGGED] = True
         self._seen(flow)
+        self._guest_line(guest, entry)
+
+    def _guest_line(self, guest: Guest | None, entry: dict) -> None:
+        """ENTRY, a line for one of GUEST's connections: in a refused tunnel, marked with it, so
+        that it stands for the CONNECT's line among the violations (runner.runs.episode_network)."""
+        if guest is not None and guest.tunnel_id:
+            entry[TUNNEL] = guest.tunnel_id
         self.log.write(entry)
 
 

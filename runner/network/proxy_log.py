@@ -22,6 +22,7 @@ from typing import Any
 
 MAX_FIELD = 2048  # characters of one string in a line, as JSON writes it
 MAX_LINES = 10_000  # lines written per episode; what follows is counted in the last line
+TUNNEL = "tunnel"  # a line's field: the refused tunnel (its client connection's id) it was written in
 DROPPED = "dropped"
 SUMMARY_WIDTH = 512  # the `dropped` line, padded to this, so that rewriting it in place never tears it
 
@@ -57,8 +58,9 @@ class BoundedLog:
     def write(self, entry: dict[str, Any]) -> None:
         # t: the wall clock, for a person (at a frozen clock, the guest's: the task's instant on);
         # mono: the host's monotonic clock, which every process shares: what the runner judges the
-        # agent's time by.
-        t, mono = round(time.time() + self.wall_offset_s, 3), round(time.monotonic(), 3)
+        # agent's time by. To the microsecond: rounded to the millisecond, a line written just
+        # before the agent's turn ended could be stamped after it, and not be its violation.
+        t, mono = round(time.time() + self.wall_offset_s, 3), round(time.monotonic(), 6)
         line = {"t": t, "mono": mono, **{k: bounded(v) if isinstance(v, str) else v for k, v in entry.items()}}
         with self._lock:
             if self.lines < self.max_lines:

@@ -20,7 +20,7 @@ from runner.errors import InfraError, UsageError
 from runner.network.cassette import CASSETTE, check_cassette
 from runner.network.carriers import FORWARDER, GUEST_CARRIER_PORT, GUEST_PROXY_PORT, Carriers
 from runner.network.proxy import CA_CERT_FILE, EpisodeProxy, ProxyConfig, make_run_ca, proxy_env
-from runner.network.proxy_log import DROPPED
+from runner.network.proxy_log import DROPPED, TUNNEL
 from runner.network.services import ContainerService, FolderService, LocalService, container_runtime
 from runner.network.settings import NetHosts, NetSettings
 from runner.profiles.parts import NetworkEnd
@@ -42,10 +42,16 @@ class EpisodeNetwork:
         monotonic clock, which a frozen clock leaves alone), whichever of its rules or limits
         refused it (proxy_addon.py), and the refusals past network.jsonl's cap, counted there."""
         found = []
-        for entry in self.proxy.entries():
+        entries = self.proxy.entries()
+        refused = [e for e in entries if e.get("verdict") == "refused" and since <= float(e.get("mono", -1)) <= until]
+        # A refused CONNECT let through to read what it carries (proxy_addon.py: TUNNEL) is written
+        # as it comes; a line in it that names the page stands for it.
+        told = {e.get(TUNNEL) for e in refused if e.get(TUNNEL) and e.get("stage") != "connect"}
+        counted = {id(e) for e in refused if not (e.get("stage") == "connect" and e.get(TUNNEL) in told)}
+        for entry in entries:
             if entry.get("verdict") == DROPPED:
                 found += dropped_refusals(entry, since, until)
-            elif entry.get("verdict") == "refused" and since <= float(entry.get("mono", -1)) <= until:
+            elif id(entry) in counted:
                 what = REFUSED_AS_SENT if entry.get("stage") == "read" else "outside the allowed origins"
                 url = str(entry.get("url") or "(no URL)")[:MAX_URL]
                 found.append(Violation(NETWORK_RULE, None, f"{what}: {url} ({str(entry.get('reason', ''))[:MAX_URL]})"))

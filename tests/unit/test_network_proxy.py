@@ -361,15 +361,127 @@ def test_a_plain_service_is_reached_over_https_with_the_proxys_certificate(mitmd
 
 def test_a_name_the_guests_apps_ask_for_unbidden_is_refused_and_logged_apart(mitmdump, run_ca, internet, tmp_path):
     """A browser's own account check is refused like any request outside the origins, and logged
-    as background, which is no violation; any other name stays the agent's."""
+    as background, which is no violation; any other name stays the agent's (its CONNECT let
+    through to read the page it asks for: here it asks none, and the CONNECT is the line)."""
     with EpisodeProxy(mitmdump, run_ca, tmp_path / "p", ProxyConfig(
             allow=("https://example.test",), mapped={"example.test": internet["example.test"]},
             background=("accounts.quiet.test",))) as p:
-        for name in (b"accounts.quiet.test", b"www.quiet.test"):
-            answer = raw(p, b"CONNECT " + name + b":443 HTTP/1.1\r\nHost: " + name + b":443\r\n\r\n")
-            assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+        answer = raw(p, b"CONNECT accounts.quiet.test:443 HTTP/1.1\r\nHost: accounts.quiet.test:443\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+        answer = raw(p, b"CONNECT www.quiet.test:443 HTTP/1.1\r\nHost: www.quiet.test:443\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert wait_for(lambda: len(p.entries()) == 2)
         verdicts = {e["url"]: e["verdict"] for e in p.entries()}
     assert verdicts == {"accounts.quiet.test:443": "background", "www.quiet.test:443": "refused"}
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    """Whether CONDITION held within TIMEOUT: a line the proxy writes when a connection ends."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def tunnel(proxy, target: bytes, run_ca, server_hostname: str) -> ssl.SSLSocket:
+    """A CONNECT to TARGET, then TLS inside it as a client that trusts the run's CA."""
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+    s.sendall(b"CONNECT " + target + b" HTTP/1.1\r\nHost: " + target + b"\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 200")
+    context = ssl.create_default_context(cafile=str(run_ca / "mitmproxy-ca-cert.pem"))
+    return context.wrap_socket(s, server_hostname=server_hostname)
+
+
+def ask_in(tls: ssl.SSLSocket, request: bytes) -> bytes:
+    tls.sendall(request)
+    answer = b""
+    while chunk := tls.recv(65536):
+        answer += chunk
+    return answer
+
+
+def test_a_refused_https_request_names_its_page_and_never_reaches_the_site(mitmdump, run_ca, internet, tmp_path):
+    """The CONNECT to a name outside the origins is let through, never connected: the request in
+    it is refused with its whole URL, whatever Host it claims, and each is a violation naming it."""
+    hits = Site.hits
+    since = time.monotonic()
+    # secret.test leads to the stand-in site, which must see nothing: it is mapped, not allowed.
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "p", ProxyConfig(
+            allow=("https://example.test",), mapped={"example.test": internet["example.test"],
+                                                    "secret.test": internet["example.test"]},
+            upstream_ca=internet["upstream_ca"])) as p:
+        with tunnel(p, b"secret.test:443", run_ca, "secret.test") as tls:
+            answer = ask_in(tls, b"GET /account/export?all=1 HTTP/1.1\r\nHost: secret.test\r\nConnection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403") and b"outside the allowed origins" in answer, answer[:300]
+        # Inside a refused tunnel an allowed name, in the handshake and the Host header, changes nothing.
+        with tunnel(p, b"secret.test:443", run_ca, "example.test") as tls:
+            answer = ask_in(tls, b"GET /hello HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403"), answer[:300]
+        lines = p.entries()
+        violations = EpisodeNetwork(p).violations(since, time.monotonic())
+    assert Site.hits == hits, "the site behind the refused name was reached"
+    # Each CONNECT is written as it comes; the request in it names the page, and stands for it.
+    assert [(e["verdict"], e["stage"], e["url"]) for e in lines] == [
+        ("refused", "connect", "secret.test:443"), ("refused", "request", "https://secret.test/account/export?all=1"),
+        ("refused", "connect", "secret.test:443"), ("refused", "request", "https://secret.test/hello")], lines
+    assert lines[0]["tunnel"] == lines[1]["tunnel"] != lines[2]["tunnel"] == lines[3]["tunnel"]
+    assert [v.detail.split(" (")[0] for v in violations] == [
+        "outside the allowed origins: https://secret.test/account/export?all=1",
+        "outside the allowed origins: https://secret.test/hello"]
+
+
+def test_a_refused_tunnel_the_guest_asks_nothing_in_or_does_not_trust_is_still_one_violation(
+        mitmdump, run_ca, internet, tmp_path):
+    since = time.monotonic()
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "p", ProxyConfig(allow=("https://example.test",))) as p:
+        raw(p, b"CONNECT quiet.test:443 HTTP/1.1\r\nHost: quiet.test:443\r\n\r\n")  # and goes
+        with socket.create_connection(("127.0.0.1", p.port), timeout=30) as s:
+            s.sendall(b"CONNECT wary.test:443 HTTP/1.1\r\nHost: wary.test:443\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            with pytest.raises(ssl.SSLCertVerificationError):
+                ssl.create_default_context().wrap_socket(s, server_hostname="wary.test")  # not the run's CA
+        assert wait_for(lambda: len(p.entries()) == 3)
+        lines = p.entries()
+        violations = EpisodeNetwork(p).violations(since, time.monotonic())
+    assert [(e["verdict"], e["stage"], e["url"]) for e in lines] == [
+        ("refused", "connect", "quiet.test:443"), ("refused", "connect", "wary.test:443"),
+        ("refused", "tls", "wary.test:443")], lines
+    assert [v.detail.split(" (")[0] for v in violations] == [
+        "outside the allowed origins: quiet.test:443", "outside the allowed origins: wary.test:443"]
+
+
+def test_nothing_said_on_a_refused_tunnels_connection_hides_its_violation_or_names_another_host(
+        mitmdump, run_ca, internet, tmp_path):
+    """Three ways a reviewer tried: a background request first on the same connection, a
+    background name given in the TLS handshake, and a request mitmproxy refuses itself (413)
+    claiming an allowed Host. Each leaves the refused tunnel's violation, under its own name."""
+    since = time.monotonic()
+    with EpisodeProxy(mitmdump, run_ca, tmp_path / "p", ProxyConfig(
+            allow=("https://example.test",), mapped={"example.test": internet["example.test"]},
+            background=("accounts.quiet.test",))) as p:
+        with socket.create_connection(("127.0.0.1", p.port), timeout=30) as s:
+            s.sendall(b"GET http://accounts.quiet.test/ HTTP/1.1\r\nHost: accounts.quiet.test\r\n\r\n")
+            assert s.recv(65536).startswith(b"HTTP/1.1 403")
+            s.sendall(b"CONNECT one.test:443 HTTP/1.1\r\nHost: one.test:443\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        with socket.create_connection(("127.0.0.1", p.port), timeout=30) as s:
+            s.sendall(b"CONNECT two.test:443 HTTP/1.1\r\nHost: two.test:443\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            with pytest.raises(ssl.SSLError):
+                ssl.create_default_context().wrap_socket(s, server_hostname="accounts.quiet.test")
+        with tunnel(p, b"three.test:443", run_ca, "three.test") as tls:
+            answer = ask_in(tls, b"POST /x HTTP/1.1\r\nHost: example.test\r\nContent-Length: 20000000\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert wait_for(lambda: any(e.get("stage") == "tls" for e in p.entries()))
+        assert wait_for(lambda: any(e.get("stage") == "read" for e in p.entries()))
+        lines = p.entries()
+        violations = EpisodeNetwork(p).violations(since, time.monotonic())
+    named = [v.detail.split(" (")[0] for v in violations]
+    assert "outside the allowed origins: one.test:443" in named
+    assert "outside the allowed origins: two.test:443" in named
+    assert any(d.endswith("https://three.test/x") for d in named), named
+    assert not any("example.test" in e["url"] or "accounts.quiet.test:443" == e["url"] for e in lines
+                   if e.get("tunnel")), lines
 
 
 def test_a_proxy_that_dies_mid_episode_is_the_hosts_fault_naming_its_log(mitmdump, run_ca, internet, tmp_path):

@@ -288,3 +288,45 @@ def test_a_replay_leaves_out_the_networked_tasks_without_a_cassette_unless_they_
     with pytest.raises(UsageError, match="no task of the run has a cassette"):
         _network_ready(settings, (without,), replay, named=False)
     assert _network_ready(settings, (without,), NetSettings(NetMode.live), named=False) == ((without,), {})
+
+
+def test_an_inspect_sandboxs_recording_is_kept_as_a_runs_is(tmp_path):
+    """What the sandbox writes when it records (runner.sandbox.task_vms): RECORDING beside each
+    sample's TASK/NNNN folder."""
+    from runner.records.cassettes import RECORDING
+
+    suite_dir = tmp_path / "suite"
+    suite_with(suite_dir, "network:\n  allow: [https://example.com]\n")
+    run = tmp_path / "inspect" / "run-1"
+    for number, body in (("0001", "first"), ("0002", "second")):
+        (run / "t" / number).mkdir(parents=True)
+        (run / "t" / number / "cassette.jsonl").write_text(answer("GET https://example.com/ e3b0", body))
+    (run / RECORDING).write_text(json.dumps({"suite": str(suite_dir), "tasks": ["t"]}))
+    store = AssetStore(tmp_path / "assets")
+    kept = keep_cassettes(run, store)
+    (line,) = [json.loads(x) for x in store.blob(kept.cassettes["t"].removeprefix("sha256:")).read_text().splitlines()]
+    assert base64.b64decode(line["body"]) == b"first", "the first sample's answer, as a run's first trial's"
+    (task,) = load_suite(str(suite_dir)).tasks
+    assert task.spec.network.replay == kept.cassettes["t"]
+
+
+def test_a_refused_tunnels_connect_is_one_violation_or_stands_aside_for_the_page_named_in_it():
+    """proxy_addon.py writes a refused CONNECT let through as it comes, and each line written in
+    the tunnel carries its id: a refused one in the agent's time names the page and stands for it."""
+    def line(mono, stage, url, tunnel="c1", verdict="refused"):
+        return {"mono": mono, "verdict": verdict, "stage": stage, "url": url, "reason": "outside", "tunnel": tunnel}
+
+    def details(entries, window=(10.0, 20.0)):
+        found = EpisodeNetwork(SimpleNamespace(entries=lambda: entries)).violations(*window)
+        return [v.detail.split(" (")[0].removeprefix("outside the allowed origins: ") for v in found]
+
+    page = [line(11.0, "connect", "evil.test:443"), line(12.0, "request", "https://evil.test/a"),
+            line(12.5, "request", "https://evil.test/b")]
+    assert details(page) == ["https://evil.test/a", "https://evil.test/b"]
+    assert details(page[:1]) == ["evil.test:443"], "nothing asked in it: the CONNECT is the violation"
+    # A page asked for after the agent's time (the verifier's) leaves the CONNECT the agent's.
+    assert details([line(11.0, "connect", "evil.test:443"), line(25.0, "request", "https://evil.test/a")]) == [
+        "evil.test:443"]
+    # Lines of another tunnel, or not refused, change nothing.
+    assert details([line(11.0, "connect", "evil.test:443"), line(12.0, "request", "https://x.test/", tunnel="c2"),
+                    line(13.0, "tls", "evil.test:443", verdict="error")]) == ["evil.test:443", "https://x.test/"]
