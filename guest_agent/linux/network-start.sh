@@ -26,15 +26,20 @@ d=/run/cu-run-network
 # shellcheck disable=SC2174 # /run is there: the one folder made is the deepest, which gets the mode
 mkdir -p -m 700 "$d"
 alive() { grep -q '^State:[[:space:]]*[^Z]' "/proc/$1/status" 2>/dev/null; }  # not gone, not a zombie
+# The warm state's sleeping forwarder, by its pid and its command line (the pid of one that died
+# could be another process's by now).
+sleeping() { alive "$1" && tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -q -- "$d/forwarder.py --wake"; }
 forwarder=$(cat "$d/forwarder.pid" 2>/dev/null) || forwarder=
 # shellcheck disable=SC2016 # $1 is the inner sh's: the FIFO, opened for writing once the forwarder reads it
-if [ -p "$d/wake" ] && [ -n "$forwarder" ] && alive "$forwarder" &&
+if [ -p "$d/wake" ] && [ -n "$forwarder" ] && sleeping "$forwarder" &&
     timeout 10 sh -c 'echo wake > "$1"' sh "$d/wake"; then
     echo "forwarder: woken"  # the warm state's dormant one (network-warm.sh): it listens now
 else
     # A state saved without one: started here. -I -S: no site module (the forwarder needs the
     # standard library only), half of its start under TCG. It is waited for last: the stores and
-    # settings below are set meanwhile.
+    # settings below are set meanwhile. A sleeping one that did not take the wake in time is
+    # stopped first: it could still wake, and two would share the log and the ports.
+    if [ -n "$forwarder" ] && sleeping "$forwarder"; then kill -9 "$forwarder" 2>/dev/null || true; fi
     printf %s "$FORWARDER" | base64 -d > "$d/forwarder.py"
     setsid python3 -I -S "$d/forwarder.py" </dev/null >"$d/forwarder.log" 2>&1 &
     forwarder=$!

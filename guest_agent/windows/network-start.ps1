@@ -8,8 +8,10 @@
 # - an inbound firewall rule for the host's carriers, from user-mode networking's host side alone;
 # - the episode's CA in the machine's root store, which Edge, Chrome, WinINet and WinHTTP read
 #   (Firefox reads it by its ImportEnterpriseRoots policy, among Policies);
-# - the proxy: the desktop user's WinINet settings, WinHTTP's, HTTP_PROXY and HTTPS_PROXY for
-#   the programs started from now on, and the browsers' policies (Policies).
+# - the proxy: the desktop user's WinINet settings, HTTP_PROXY and HTTPS_PROXY in the machine's
+#   environment, and the browsers' policies (Policies). Not WinHTTP's machine-wide proxy: Windows'
+#   own services read it (certificate lists, SmartScreen), and their requests, refused, would
+#   count as the agent's violations (docs/network.md).
 #
 # Parameters:
 #   Forwarder    the forwarder's program (Python, standard library only), base64
@@ -48,8 +50,10 @@ $arguments = "/d /s /c `"`"$python`" -I -S `"$program`" > `"$log`" 2>&1`""
 $action = New-ScheduledTaskAction -Execute 'cmd.exe' -Argument $arguments -WorkingDirectory $folder
 $principal = New-ScheduledTaskPrincipal -UserId 'SYSTEM' -LogonType ServiceAccount -RunLevel Highest
 # No time limit: it serves the whole episode, whose overlay is then discarded with the task.
+# Priority 4, a normal process's (a task's default, 7, is below normal, with low I/O): it carries
+# every request the agent's applications make.
 $settings = New-ScheduledTaskSettingsSet -ExecutionTimeLimit ([TimeSpan]::Zero) -AllowStartIfOnBatteries `
-    -DontStopIfGoingOnBatteries
+    -DontStopIfGoingOnBatteries -Priority 4
 Register-ScheduledTask -TaskName 'cu-run-network' -Action $action -Principal $principal -Settings $settings `
     -Force | Out-Null
 Start-ScheduledTask -TaskName 'cu-run-network'
@@ -88,8 +92,8 @@ if (-not (Test-Path -LiteralPath $internet)) { throw "the settings of $DesktopUs
 Set-ItemProperty -Path $internet -Name 'ProxyEnable' -Value 1 -Type DWord
 Set-ItemProperty -Path $internet -Name 'ProxyServer' -Value $ProxyServer -Type String
 
-& netsh.exe winhttp set proxy "proxy-server=$ProxyServer" | Out-Null
-if ($LASTEXITCODE -ne 0) { throw "netsh winhttp set proxy exited $LASTEXITCODE" }
+# For the processes that read the machine's environment when they start (a new logon, a service,
+# what the admin starts): Explorer, already running in the user's session, does not hear of it.
 foreach ($name in @('HTTP_PROXY', 'HTTPS_PROXY')) {
     [Environment]::SetEnvironmentVariable($name, "http://$ProxyServer", 'Machine')
 }

@@ -1,7 +1,7 @@
 # cu-run: runs as root
 """The guest's end of the carriers (runner/network/carriers.py), run in a networked episode by the
-runner with the guest's own Python (standard library only): as root on Linux, by the verifier
-account on Windows (the same code: asyncio's streams on either).
+runner with the guest's own Python (standard library only): as root on Linux, as SYSTEM on
+Windows (a scheduled task: guest_agent/windows/network-start.ps1), the same code on either.
 
 It listens on 127.0.0.1:3128, the proxy's address for the guest's applications, and on
 0.0.0.0:3129 for the host's carriers, which arrive from 10.0.2.2, the address user-mode

@@ -1,5 +1,6 @@
 """`cu-run assets cassettes RUN_DIR --assets DIR`: a recording run's cassettes kept in the asset
 store by sha256, and named in its suite's cassettes.json, which a replay reads (docs/network.md).
+RUN_DIR may also be an Inspect sandbox's recording (its RECORDING file, runner.sandbox.task_vms).
 
 Each networked task's episodes (its trials, and a validate folder's oracle and nop runs) are merged
 into one cassette: each request's first answer, as a replay gives it.
@@ -18,6 +19,12 @@ from runner.records.folders import run_folders
 from runner.tasks.model import SUITE_CASSETTES
 
 
+# What an Inspect sandbox that records writes in its run's folder, for keep_cassettes: the suite
+# and the tasks recorded there ({"suite": PATH, "tasks": [ID, ...]}), each sample's episode folder
+# being TASK/NNNN beside it, as a run's TASK/TRIAL.
+RECORDING = "recording.json"
+
+
 @dataclass
 class Kept:
     suite: Path
@@ -26,9 +33,7 @@ class Kept:
 
 
 def keep_cassettes(run_dir: Path, store: AssetStore) -> Kept:
-    runs = run_folders(run_dir)
-    provenance = [json.loads((r / "run.json").read_text()) for r in runs if (r / "run.json").is_file()]
-    recorded = [(r, p) for r, p in zip(runs, provenance, strict=False) if (p.get("network") or {}).get("mode") == "record"]
+    recorded = _recordings(run_dir)
     if not recorded:
         raise UsageError(f"{run_dir} is not a recording: its run.json says no --net record",
                          fix="record first: cu-run run --suite S --net record --out DIR (on a connected machine)")
@@ -51,6 +56,17 @@ def keep_cassettes(run_dir: Path, store: AssetStore) -> Kept:
     if kept.cassettes:
         _name_in_suite(suite, kept.cassettes)
     return kept
+
+
+def _recordings(run_dir: Path) -> list[tuple[Path, dict]]:
+    """The folders RUN_DIR stands for that recorded, each with what its run.json says (an Inspect
+    sandbox's RECORDING said the same way)."""
+    if (run_dir / RECORDING).is_file():
+        said = json.loads((run_dir / RECORDING).read_text())
+        return [(run_dir, {"suite": {"path": said["suite"]}, "network": {"mode": "record", "tasks": said["tasks"]}})]
+    runs = run_folders(run_dir)
+    provenance = [json.loads((r / "run.json").read_text()) for r in runs if (r / "run.json").is_file()]
+    return [(r, p) for r, p in zip(runs, provenance, strict=False) if (p.get("network") or {}).get("mode") == "record"]
 
 
 def _trial(cassette: Path) -> int:

@@ -14,6 +14,7 @@ Inspect's --max-sandboxes says (the provider tells the user once when the two di
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -24,9 +25,13 @@ from pydantic import BaseModel
 from typing_extensions import override
 
 from runner.agents.base import Agent, AgentResult
-from runner.choices import AccelChoice, StartChoice
+from runner.assets import assets_root
+from runner.choices import AccelChoice, NetMode, StartChoice
 from runner.config import Settings
 from runner.errors import UsageError
+from runner.network.settings import NetHosts, NetSettings
+from runner.records.cassettes import RECORDING
+from runner.runs.episode_network import replay_cassette
 from runner.runs.episode_script import EpisodeScript
 from runner.runs.vm_supply import SupplyOptions, VmSupply
 from runner.vm.start_plan import usable_warm_slots
@@ -49,6 +54,12 @@ class CuRunSandboxConfig(BaseModel, frozen=True):
     libvirt_uri: str | None = None
     artifacts: Path | None = None  # each sample's episode folder goes under it [default: the cache's inspect/]
     live: bool = False  # each sample's VM in cu-run's live view (view only); its URL in connection() and the log
+    # A networked task's proxy, as `cu-run run --net`: live, record (each sample's answers to its
+    # episode's cassette.jsonl; keep them with `cu-run assets cassettes`), or replay (the task's
+    # cassette alone); the asset store its sha256: cassettes are kept in; --net-hosts' file.
+    net: NetMode = NetMode.live
+    assets: Path | None = None
+    net_hosts: Path | None = None
 
 
 class InspectAgent(Agent):
@@ -69,6 +80,7 @@ class TaskVMs:
     stack: ExitStack
     supply: VmSupply
     run_id: str
+    net: NetSettings = field(default_factory=NetSettings)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _suites: dict[str, Suite] = field(default_factory=dict)
     _started: int = 0
@@ -78,6 +90,8 @@ class TaskVMs:
     def open(cls, options: CuRunSandboxConfig, notice: Callable[[str], None]) -> TaskVMs:
         """Checks the image (catalog, golden disk, accelerator, warm states) and opens the host."""
         settings = Settings.resolve(options.cache_dir, options.libvirt_uri)
+        net = NetSettings(options.net, assets_root(options.assets),
+                          NetHosts.load(options.net_hosts) if options.net_hosts is not None else None)
         stack = ExitStack()
         try:
             # Opened cold (the golden disk checked); then each slot starts warm where its state is
@@ -105,7 +119,7 @@ class TaskVMs:
         #   error gets a fresh VM there), so a warm state that fails costs a cold boot, not the sample.
         supply = VmSupply(scope.vm_factory(run_id), SupplyOptions(
             slots=scope.vm_pool, warm=warm, standby=False, cold_after_failed_restore=options.start != "warm"))
-        return cls(settings, options, scope, stack, supply, run_id)
+        return cls(settings, options, scope, stack, supply, run_id, net)
 
     @property
     def slots(self) -> int:
@@ -122,14 +136,17 @@ class TaskVMs:
         with self._lock:
             self._started += 1
             number = self._started
-        ep_dir = self.artifacts / self.run_id / f"{number:04d}-{task.id if task else 'desktop'}"
+        # TASK/NNNN, as a run's TASK/TRIAL: `cu-run assets cassettes` reads a recording's so.
+        ep_dir = self.artifacts / self.run_id / (task.id if task else "desktop") / f"{number:04d}"
         ep_dir.mkdir(parents=True, exist_ok=True)
+        if task is not None and task.spec.network is not None and self.net.mode == NetMode.record:
+            self._recorded(metadata, task)
         claim = self.supply.claim_free(ep_dir)
         try:
             vm = self.supply.started(claim, notice)  # a start that fails keeps its artifacts and tears itself down
             try:
-                script = (EpisodeScript(self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety),
-                                        vm, task, InspectAgent(), ep_dir) if task is not None else None)
+                config = self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety, net=self.net)
+                script = EpisodeScript(config, vm, task, InspectAgent(), ep_dir) if task is not None else None
                 episode = SandboxEpisode(vm, ep_dir, script)
                 episode.begin()
                 if self.options.live:
@@ -187,6 +204,8 @@ class TaskVMs:
             raise UsageError(f"{found.id} is an imported task scored on the host; the Inspect scorer runs guest "
                              "verifiers only", fix="run imported suites with cu-run run")
         require_parts([found], suite.safety)
+        if found.spec.network is not None and self.net.mode == NetMode.replay:
+            replay_cassette(found, self.net.assets)  # a cassette missing or unreadable: said before any VM
         image = self.scope.image
         if found.spec.profile != image.manifest.profile:
             raise UsageError(f"{found.id} is a task for {found.spec.profile} guests, and this sandbox's image "
@@ -195,6 +214,19 @@ class TaskVMs:
             raise UsageError(f"{found.id} runs on image {found.spec.image}, and this sandbox is {image.name}",
                              fix=f'use sandbox=("cu-run", "{found.spec.image}")')
         return found
+
+    def _recorded(self, metadata: dict, task: Task) -> None:
+        """The run folder's RECORDING with TASK among its tasks: what keep_cassettes reads."""
+        path = self.artifacts / self.run_id / RECORDING
+        suite = str(self._suite(metadata).folder.resolve())
+        with self._lock:
+            said = json.loads(path.read_text()) if path.is_file() else {"suite": suite, "tasks": []}
+            if said["suite"] != suite:
+                raise UsageError(f"this sandbox records {said['suite']}'s tasks; {task.id} is of {suite}",
+                                 fix="record one suite per Inspect task")
+            tasks: list[str] = list(said["tasks"])
+            if task.id not in tasks:
+                path.write_text(json.dumps({"suite": suite, "tasks": [*tasks, task.id]}, indent=1) + "\n")
 
     def _suite(self, metadata: dict) -> Suite:
         name = metadata.get("cu_run_suite")

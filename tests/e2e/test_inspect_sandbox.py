@@ -126,3 +126,53 @@ async def test_a_networked_task_gets_its_service_and_its_refusals_are_the_sample
         assert "http://site.test/index.html" in log
     finally:
         vms.close()
+
+
+async def _fetch_sample(options: CuRunSandboxConfig, suite, name: str):
+    """One sample of SUITE's fetch task in a sandbox of OPTIONS: what its FETCH printed, its
+    score, its network log, and the sandbox's run folder."""
+    vms = TaskVMs.open(options, print)
+    try:
+        episode, slot = vms.start_episode({"cu_run_suite": str(suite), "cu_run_task": "fetch"}, print)
+        fetched = await CuRunSandbox(episode, slot, (name, options)).exec(["python3", "-c", FETCH])
+        scored = episode.conclude()
+        log = [json.loads(line) for line in (episode.ep_dir / "network.jsonl").read_text().splitlines()]
+        vms.end_episode(slot, interrupted=False)
+        return fetched, scored, log, vms.artifacts / vms.run_id
+    finally:
+        vms.close()
+
+
+@pytest.mark.full  # two linux-test VMs of their own; the network's record and replay run in test_network.py
+async def test_a_sample_records_its_network_and_a_later_one_replays_it_with_nothing_served(linux_image, settings,
+                                                                                         tmp_path):
+    """As `cu-run run --net record` then `--net replay`: the sandbox records a sample's answers,
+    `cu-run assets cassettes` keeps them for the task, and a replaying sandbox answers the next
+    sample from the cassette alone, its service not started (its page changed meanwhile)."""
+    from runner.assets import AssetStore
+    from runner.records.cassettes import keep_cassettes
+
+    task = tmp_path / "suite" / "fetch"
+    (task / "site").mkdir(parents=True)
+    (task / "site" / "index.html").write_text("served to the sample")
+    (task / "task.yaml").write_text("id: fetch\ninstruction: Fetch the page.\nprofile: linux\ntimeout_s: 120\n"
+                                    "write_set: {enabled: false}\n"
+                                    "network:\n  services: [{name: site.test, serve: site}]\n")
+    (task / "oracle.sh").write_text("true\n")
+    (task / "verify.sh").write_text("verdict pass\n")
+    base = {"image": "linux-test", "cache_dir": settings.cache_dir}
+    fetched, scored, log, run = await _fetch_sample(
+        CuRunSandboxConfig(**base, artifacts=tmp_path / "record", net="record"), tmp_path / "suite", "record")
+    assert "served to the sample" in fetched.stdout and "refused 403" in fetched.stdout, fetched.stderr
+    assert scored.outcome == "pass" and [v.rule for v in scored.violations] == ["network"]
+    kept = keep_cassettes(run, AssetStore(tmp_path / "assets"))
+    assert list(kept.cassettes) == ["fetch"]
+
+    (task / "site" / "index.html").write_text("changed: a replay must not serve this")
+    fetched, scored, log, _ = await _fetch_sample(
+        CuRunSandboxConfig(**base, artifacts=tmp_path / "replay", net="replay", assets=tmp_path / "assets"),
+        tmp_path / "suite", "replay")
+    assert "served to the sample" in fetched.stdout and "refused 403" in fetched.stdout, fetched.stderr
+    assert scored.outcome == "pass" and [v.rule for v in scored.violations] == ["network"]
+    verdicts = [e["verdict"] for e in log]
+    assert "replayed" in verdicts and "allowed" not in verdicts, verdicts

@@ -72,6 +72,13 @@ def test_the_sandbox_config_is_an_image_name_a_yaml_file_or_a_model(tmp_path):
     options = _options(str(config))
     assert (options.image, options.start, str(options.artifacts)) == ("linux-desktop", "warm", "/data/episodes")
     assert _options(CuRunSandboxConfig(image="x", accel="tcg")).accel == "tcg"
+    config.write_text("net: replay\nassets: /data/assets\n")  # as `cu-run run --net replay --assets`
+    options = _options(str(config))
+    assert (options.net, str(options.assets), options.net_hosts) == ("replay", "/data/assets", None)
+    assert _options(None).net == "live"
+    config.write_text("net: sometimes\n")
+    with pytest.raises(UsageError, match="not a cu-run sandbox configuration"):
+        _options(str(config))
     config.write_text("start: sometimes\n")
     with pytest.raises(UsageError, match="not a cu-run sandbox configuration"):
         _options(str(config))

@@ -185,7 +185,7 @@ def test_the_browsers_are_sent_to_the_proxy_and_firefox_trusts_the_machine_store
     assert values[(FIREFOX_KEY + "\\Certificates", "ImportEnterpriseRoots")] == "1"
 
 
-def test_the_desktop_users_wininet_winhttp_and_new_programs_get_the_proxy():
+def test_the_desktop_users_wininet_and_new_programs_get_the_proxy_and_windows_own_services_do_not():
     commands = read_script(PROGRAM, {"env:programfiles": "C:\\Program Files", "proxyserver": "127.0.0.1:3128",
                                      "sid": "S-1-5-21-1-2-3-1001"})
     user_settings = "Registry::HKEY_USERS\\S-1-5-21-1-2-3-1001\\Software\\Microsoft\\Windows\\CurrentVersion\\Internet Settings"
@@ -193,6 +193,9 @@ def test_the_desktop_users_wininet_winhttp_and_new_programs_get_the_proxy():
                if c.name == "set-itemproperty" and c.args[1] == user_settings}
     assert written == {(user_settings, "ProxyEnable"): ("1", "DWord"),
                        (user_settings, "ProxyServer"): ("127.0.0.1:3128", "String")}
-    (netsh,) = [c for c in commands if c.name == "netsh"]
-    assert netsh.args == ["winhttp", "set", "proxy", "proxy-server=127.0.0.1:3128"]
+    # WinHTTP's machine-wide proxy is left alone: Windows' own services would send their requests
+    # through it, to be refused as the agent's.
+    assert not [c for c in commands if c.name == "netsh"]
+    (settings,) = [c for c in commands if c.name == "new-scheduledtasksettingsset"]
+    assert settings.args[settings.args.index("-Priority") + 1] == "4"
     assert "SetEnvironmentVariable($name, \"http://$ProxyServer\", 'Machine')" in PROGRAM.read_text()
