@@ -14,6 +14,7 @@ from pathlib import Path
 from runner.vm.domain import EPISODE_NVRAM_FILE, run_as_for
 from runner.hypervisor.domain_xml import DomainSpec, EpisodeTag, PortForward, SlotIdentity, Uefi
 from runner.images.windows_11 import OVMF_CANDIDATES
+from runner.network.carriers import GUEST_CARRIER_PORT
 from runner.owner import me
 from runner.runs.scope import resolve_accel
 from runner.screen import is_blank, png_size
@@ -90,6 +91,11 @@ def test_a_windows_shaped_domain_starts_saves_and_restores_with_a_new_port_forwa
             assert host.is_running(name)
             assert listening(second) and not listening(first)
             assert png_size(host.screenshot(name)[1]) == (1280, 800)
+            # A networked episode's carriers (runner.runs.episode_network): their forward added to
+            # the running domain through QEMU's monitor, as on Linux guests.
+            carriers = host.free_port()
+            host.add_forward(name, carriers, GUEST_CARRIER_PORT)
+            assert listening(carriers)
         finally:
             host.destroy(name)
     finally:
