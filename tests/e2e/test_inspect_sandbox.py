@@ -97,12 +97,9 @@ except urllib.error.HTTPError as e:
 """
 
 
-@pytest.mark.full  # a second linux-test VM of its own; the network's episode is covered by test_network.py
-async def test_a_networked_task_gets_its_service_and_its_refusals_are_the_samples_violations(linux_image, settings,
-                                                                                           tmp_path):
-    """In the Inspect sandbox as in a run: the task's service reached by name through the proxy,
-    and a request outside its origins refused and scored as a violation of the sample."""
-    task = tmp_path / "suite" / "fetch"
+def fetch_task(suite):
+    """SUITE's task fetch: its folder site/ served as site.test, and it passes whatever the sample does."""
+    task = suite / "fetch"
     (task / "site").mkdir(parents=True)
     (task / "site" / "index.html").write_text("served to the sample")
     (task / "task.yaml").write_text("id: fetch\ninstruction: Fetch the page.\nprofile: linux\ntimeout_s: 120\n"
@@ -110,6 +107,15 @@ async def test_a_networked_task_gets_its_service_and_its_refusals_are_the_sample
                                     "network:\n  services: [{name: site.test, serve: site}]\n")
     (task / "oracle.sh").write_text("true\n")
     (task / "verify.sh").write_text("verdict pass\n")
+    return task
+
+
+@pytest.mark.full  # a second linux-test VM of its own; the network's episode is covered by test_network.py
+async def test_a_networked_task_gets_its_service_and_its_refusals_are_the_samples_violations(linux_image, settings,
+                                                                                           tmp_path):
+    """In the Inspect sandbox as in a run: the task's service reached by name through the proxy,
+    and a request outside its origins refused and scored as a violation of the sample."""
+    fetch_task(tmp_path / "suite")
     options = CuRunSandboxConfig(image="linux-test", cache_dir=settings.cache_dir, artifacts=tmp_path / "artifacts")
     vms = TaskVMs.open(options, print)
     try:
@@ -152,14 +158,7 @@ async def test_a_sample_records_its_network_and_a_later_one_replays_it_with_noth
     from runner.assets import AssetStore
     from runner.records.cassettes import keep_cassettes
 
-    task = tmp_path / "suite" / "fetch"
-    (task / "site").mkdir(parents=True)
-    (task / "site" / "index.html").write_text("served to the sample")
-    (task / "task.yaml").write_text("id: fetch\ninstruction: Fetch the page.\nprofile: linux\ntimeout_s: 120\n"
-                                    "write_set: {enabled: false}\n"
-                                    "network:\n  services: [{name: site.test, serve: site}]\n")
-    (task / "oracle.sh").write_text("true\n")
-    (task / "verify.sh").write_text("verdict pass\n")
+    task = fetch_task(tmp_path / "suite")
     base = {"image": "linux-test", "cache_dir": settings.cache_dir}
     fetched, scored, log, run = await _fetch_sample(
         CuRunSandboxConfig(**base, artifacts=tmp_path / "record", net="record"), tmp_path / "suite", "record")
