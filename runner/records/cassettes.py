@@ -16,7 +16,7 @@ from runner.assets import AssetStore
 from runner.errors import UsageError
 from runner.network.cassette import CASSETTE, merged
 from runner.records.folders import run_folders
-from runner.tasks.model import SUITE_CASSETTES
+from runner.tasks.model import SUITE_CASSETTES, load_suite
 
 
 # What an Inspect sandbox that records writes in its run's folder, for keep_cassettes: the suite
@@ -62,11 +62,26 @@ def _recordings(run_dir: Path) -> list[tuple[Path, dict]]:
     """The folders RUN_DIR stands for that recorded, each with what its run.json says (an Inspect
     sandbox's RECORDING said the same way)."""
     if (run_dir / RECORDING).is_file():
-        said = json.loads((run_dir / RECORDING).read_text())
-        return [(run_dir, {"suite": {"path": said["suite"]}, "network": {"mode": "record", "tasks": said["tasks"]}})]
+        return [(run_dir, _sandbox_recording(run_dir / RECORDING))]
     runs = run_folders(run_dir)
     provenance = [json.loads((r / "run.json").read_text()) for r in runs if (r / "run.json").is_file()]
     return [(r, p) for r, p in zip(runs, provenance, strict=False) if (p.get("network") or {}).get("mode") == "record"]
+
+
+def _sandbox_recording(path: Path) -> dict:
+    """What an Inspect sandbox's RECORDING at PATH says, as a run.json would: its suite, which must
+    be one, and its tasks, each one of that suite's (a name of this folder, never a path)."""
+    try:
+        said = json.loads(path.read_text())
+        suite, tasks = Path(said["suite"]), said["tasks"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not an Inspect sandbox's recording: {exc}",
+                         fix="pass the sandbox's ARTIFACTS/RUN_ID folder of a sandbox configured net: record") from None
+    known = {t.id for t in load_suite(str(suite)).tasks} if suite.is_dir() else set()
+    if not known or not isinstance(tasks, list) or not all(isinstance(t, str) and t in known for t in tasks):
+        raise UsageError(f"{path} names tasks that are not its suite {suite}'s: {str(tasks)[:200]}",
+                         fix="keep the cassettes where the recorded suite is, unchanged")
+    return {"suite": {"path": str(suite)}, "network": {"mode": "record", "tasks": tasks}}
 
 
 def _trial(cassette: Path) -> int:

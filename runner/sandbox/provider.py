@@ -93,10 +93,15 @@ def _config_file(path: Path) -> CuRunSandboxConfig:
 
     try:
         data = yaml.safe_load(path.read_text()) or {}
+        # The network's files are the configuration's, as a task's are its folder's: relative to it.
+        for key in ("assets", "net_hosts"):
+            if isinstance(data, dict) and isinstance(data.get(key), str):
+                data[key] = str(path.parent / data[key])
         return CuRunSandboxConfig(**data)
     except (yaml.YAMLError, TypeError, ValidationError) as exc:
         raise UsageError(f"{path}: not a cu-run sandbox configuration: {exc}",
-                         fix="a mapping of image, accel, start, cache_dir, libvirt_uri, artifacts, live") from exc
+                         fix="a mapping of image, accel, start, cache_dir, libvirt_uri, artifacts, live, net, "
+                             "assets, net_hosts (docs/inspect.md)") from exc
 
 
 @sandboxenv(name="cu-run")

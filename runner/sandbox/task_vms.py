@@ -44,7 +44,7 @@ from runner.tasks.model import Suite, Task, load_suite
 MOST_SLOTS = 64
 
 
-class CuRunSandboxConfig(BaseModel, frozen=True):
+class CuRunSandboxConfig(BaseModel, frozen=True, extra="forbid"):
     """What `sandbox=("cu-run", ...)` configures; a plain string there is the image's name."""
 
     image: str = "linux-test"
@@ -119,6 +119,10 @@ class TaskVMs:
         #   error gets a fresh VM there), so a warm state that fails costs a cold boot, not the sample.
         supply = VmSupply(scope.vm_factory(run_id), SupplyOptions(
             slots=scope.vm_pool, warm=warm, standby=False, cold_after_failed_restore=options.start != "warm"))
+        if options.net == NetMode.record:
+            folder = (options.artifacts or settings.cache_dir / "inspect") / run_id
+            notice(f"recording each networked sample's answers in {folder}; keep them for the suite with: "
+                   f"cu-run assets cassettes {folder} --assets DIR")
         return cls(settings, options, scope, stack, supply, run_id, net)
 
     @property
@@ -136,11 +140,11 @@ class TaskVMs:
         with self._lock:
             self._started += 1
             number = self._started
+        if task is not None and task.spec.network is not None and self.net.mode == NetMode.record:
+            self._recorded(metadata, task)
         # TASK/NNNN, as a run's TASK/TRIAL: `cu-run assets cassettes` reads a recording's so.
         ep_dir = self.artifacts / self.run_id / (task.id if task else "desktop") / f"{number:04d}"
         ep_dir.mkdir(parents=True, exist_ok=True)
-        if task is not None and task.spec.network is not None and self.net.mode == NetMode.record:
-            self._recorded(metadata, task)
         claim = self.supply.claim_free(ep_dir)
         try:
             vm = self.supply.started(claim, notice)  # a start that fails keeps its artifacts and tears itself down
@@ -226,7 +230,10 @@ class TaskVMs:
                                  fix="record one suite per Inspect task")
             tasks: list[str] = list(said["tasks"])
             if task.id not in tasks:
-                path.write_text(json.dumps({"suite": suite, "tasks": [*tasks, task.id]}, indent=1) + "\n")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_suffix(".partial")  # whole or not at all, should the process die
+                partial.write_text(json.dumps({"suite": suite, "tasks": [*tasks, task.id]}, indent=1) + "\n")
+                partial.replace(path)
 
     def _suite(self, metadata: dict) -> Suite:
         name = metadata.get("cu_run_suite")

@@ -76,6 +76,13 @@ def test_the_sandbox_config_is_an_image_name_a_yaml_file_or_a_model(tmp_path):
     options = _options(str(config))
     assert (options.net, str(options.assets), options.net_hosts) == ("replay", "/data/assets", None)
     assert _options(None).net == "live"
+    # The network's files are the configuration's, found beside it as a task's beside the task.
+    config.write_text("net: record\nnet_hosts: hosts.yaml\nassets: store\n")
+    options = _options(str(config))
+    assert (options.net_hosts, options.assets) == (tmp_path / "hosts.yaml", tmp_path / "store")
+    config.write_text("net: record\nnet_host: hosts.yaml\n")  # a misspelt key: not silently a live proxy
+    with pytest.raises(UsageError, match="not a cu-run sandbox configuration"):
+        _options(str(config))
     config.write_text("net: sometimes\n")
     with pytest.raises(UsageError, match="not a cu-run sandbox configuration"):
         _options(str(config))

@@ -330,3 +330,25 @@ def test_a_refused_tunnels_connect_is_one_violation_or_stands_aside_for_the_page
     # Lines of another tunnel, or not refused, change nothing.
     assert details([line(11.0, "connect", "evil.test:443"), line(12.0, "request", "https://x.test/", tunnel="c2"),
                     line(13.0, "tls", "evil.test:443", verdict="error")]) == ["evil.test:443", "https://x.test/"]
+
+
+@pytest.mark.parametrize("said", [
+    '{"suite": "SUITE", "tasks": ["../outside"]}',  # a path, not one of the suite's tasks
+    '{"suite": "SUITE", "tasks": "t"}',  # a string, not a list
+    '{"suite": "SUITE"}',
+    '{"suite": "ELSEWHERE", "tasks": ["t"]}',  # not a suite
+    'not json',
+])
+def test_a_sandbox_recording_that_names_anything_but_its_suites_tasks_is_refused(tmp_path, said):
+    from runner.records.cassettes import RECORDING
+
+    suite_dir = tmp_path / "suite"
+    suite_with(suite_dir, "network:\n  allow: [https://example.com]\n")
+    (tmp_path / "elsewhere").mkdir()
+    run = tmp_path / "run"
+    (run / "t" / "0001").mkdir(parents=True)
+    (run / "t" / "0001" / "cassette.jsonl").write_text(answer("GET https://example.com/ e3b0", "x"))
+    (run / RECORDING).write_text(said.replace("SUITE", str(suite_dir)).replace("ELSEWHERE", str(tmp_path / "elsewhere")))
+    with pytest.raises(UsageError):
+        keep_cassettes(run, AssetStore(tmp_path / "assets"))
+    assert not (suite_dir / "cassettes.json").exists() and not (tmp_path / "elsewhere" / "cassettes.json").exists()
