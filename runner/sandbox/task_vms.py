@@ -149,8 +149,11 @@ class TaskVMs:
         try:
             vm = self.supply.started(claim, notice)  # a start that fails keeps its artifacts and tears itself down
             try:
-                config = self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety, net=self.net)
-                script = EpisodeScript(config, vm, task, InspectAgent(), ep_dir) if task is not None else None
+                script = None  # a bare desktop: no task, no suite
+                if task is not None:
+                    config = self.scope.pool_config(run_id=self.run_id, suite_rules=self._suite(metadata).safety,
+                                                    net=self.net)
+                    script = EpisodeScript(config, vm, task, InspectAgent(), ep_dir)
                 episode = SandboxEpisode(vm, ep_dir, script)
                 episode.begin()
                 if self.options.live:
