@@ -275,7 +275,6 @@ class LinuxNetworkEnd(NetworkEnd):
                           DESKTOP_USER=user.name, PROXY=f"http://127.0.0.1:{proxy_port}",
                           CHROMIUM_POLICY=chromium_policy)
 
-
     @override
     def warm_script(self, forwarder: bytes) -> str:
         return sh_program("linux/network-warm.sh", FORWARDER=base64.b64encode(forwarder).decode("ascii"))

@@ -53,6 +53,7 @@ FIREFOX: dict[str, PolicyValue] = {
     "DisableAppUpdate": True, "CaptivePortal": False, "NetworkPrediction": False,
 }
 
+
 def registry_values(key: str, values: dict[str, PolicyValue]) -> list[str]:
     """VALUES under KEY as network-start.ps1's Policies take them: KEY, name, type, value, by tabs.
     A name may hold a subkey ("Proxy\\Mode"); booleans and numbers are DWORDs."""
@@ -68,7 +69,7 @@ def browser_policies(proxy_server: str) -> tuple[str, ...]:
     """Every registry value the guest end sets for the browsers, the proxy at PROXY_SERVER."""
     proxy = json.dumps({"ProxyMode": "fixed_servers", "ProxyServer": proxy_server})
     firefox_proxy: dict[str, PolicyValue] = {"Proxy\\Mode": "manual", "Proxy\\HTTPProxy": proxy_server,
-                     "Proxy\\UseHTTPProxyForAllProtocols": True, "Proxy\\Locked": True}
+                                             "Proxy\\UseHTTPProxyForAllProtocols": True, "Proxy\\Locked": True}
     return (*registry_values(EDGE_KEY, {"ProxySettings": proxy, **EDGE_QUIET}),
             *registry_values(CHROME_KEY, {"ProxySettings": proxy, **CHROME_QUIET}),
             *registry_values(FIREFOX_KEY, {**firefox_proxy, **FIREFOX}))

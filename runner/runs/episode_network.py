@@ -41,17 +41,18 @@ class EpisodeNetwork:
         """Every request the proxy refused between SINCE and UNTIL (the agent's time, on the host's
         monotonic clock, which a frozen clock leaves alone), whichever of its rules or limits
         refused it (proxy_addon.py), and the refusals past network.jsonl's cap, counted there."""
+        def refused(entry: dict) -> bool:
+            return entry.get("verdict") == "refused" and since <= float(entry.get("mono", -1)) <= until
+
         found = []
         entries = self.proxy.entries()
-        refused = [e for e in entries if e.get("verdict") == "refused" and since <= float(e.get("mono", -1)) <= until]
         # A refused CONNECT let through to read what it carries (proxy_addon.py: TUNNEL) is written
         # as it comes; a line in it that names the page stands for it.
-        told = {e.get(TUNNEL) for e in refused if e.get(TUNNEL) and e.get("stage") != "connect"}
-        counted = {id(e) for e in refused if not (e.get("stage") == "connect" and e.get(TUNNEL) in told)}
+        told = {e[TUNNEL] for e in entries if refused(e) and e.get(TUNNEL) and e.get("stage") != "connect"}
         for entry in entries:
             if entry.get("verdict") == DROPPED:
                 found += dropped_refusals(entry, since, until)
-            elif id(entry) in counted:
+            elif refused(entry) and not (entry.get("stage") == "connect" and entry.get(TUNNEL) in told):
                 what = REFUSED_AS_SENT if entry.get("stage") == "read" else "outside the allowed origins"
                 url = str(entry.get("url") or "(no URL)")[:MAX_URL]
                 found.append(Violation(NETWORK_RULE, None, f"{what}: {url} ({str(entry.get('reason', ''))[:MAX_URL]})"))

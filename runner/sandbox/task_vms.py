@@ -33,6 +33,7 @@ from runner.network.settings import NetHosts, NetSettings
 from runner.records.cassettes import RECORDING
 from runner.runs.episode_network import replay_cassette
 from runner.runs.episode_script import EpisodeScript
+from runner.runs.run import write_json
 from runner.runs.vm_supply import SupplyOptions, VmSupply
 from runner.vm.start_plan import usable_warm_slots
 from runner.runs.scope import RunScope, ScopeRequest, new_run_id, open_scope
@@ -234,9 +235,7 @@ class TaskVMs:
             tasks: list[str] = list(said["tasks"])
             if task.id not in tasks:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                partial = path.with_suffix(".partial")  # whole or not at all, should the process die
-                partial.write_text(json.dumps({"suite": suite, "tasks": [*tasks, task.id]}, indent=1) + "\n")
-                partial.replace(path)
+                write_json(path, {"suite": suite, "tasks": [*tasks, task.id]})  # whole or not at all
 
     def _suite(self, metadata: dict) -> Suite:
         name = metadata.get("cu_run_suite")
